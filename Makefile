@@ -1,0 +1,143 @@
+# xsock - LD_PRELOAD library carrying TCP sockets over RDMA RC queue pairs.
+#
+# make            build build/libxsock.so and the test tools
+# make check      install missing packages, build, run every test tier
+# make asan       the same library built with -fsanitize=address,undefined
+# make bench-passthrough   redis-benchmark with and without the library
+# Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+B ?= build
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+
+CC ?= cc
+OPT ?= -O2 -g
+SAN ?=
+WERROR ?= -Werror
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -U_FORTIFY_SOURCE -fPIC \
+	-fvisibility=hidden -Wall -Wextra -Wshadow -Wformat=2 \
+	-Wmissing-prototypes $(WERROR) $(OPT) $(SAN) -MMD -MP
+LDLIBS_LIB := -ldl -lpthread -libverbs -lrdmacm
+
+LIB_SRCS := $(wildcard preload/*.c) $(wildcard core/*.c) $(wildcard config/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
+CFG_OBJS := $(filter $(B)/obj/config/%,$(LIB_OBJS))
+CORE_OBJS := $(filter $(B)/obj/core/%,$(LIB_OBJS))
+
+TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
+
+.PHONY: all check test check-deps check-unit check-bats check-softroce \
+	debug asan install uninstall clean lint format bench-passthrough
+
+all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS)
+
+# The exported names come from the same list as the real-function table.
+$(B)/libxsock.map: core/real_syms.def
+	@mkdir -p $(@D)
+	$(Q){ echo '{'; echo '  global:'; \
+	  sed -n 's/^XS_SYM([^,]*, *\([A-Za-z0-9_]*\),.*/    \1;/p' $<; \
+	  echo '  local: *;'; echo '};'; } > $@
+
+$(B)/libxsock.so: $(LIB_OBJS) $(B)/libxsock.map
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(SAN) -o $@ $(LIB_OBJS) \
+		-Wl,--version-script=$(B)/libxsock.map -Wl,-z,defs $(LDLIBS_LIB)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS_BASE) -c -o $@ $<
+
+$(B)/tools/%: tests/tools/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -O1 -g $(SAN) \
+		-o $@ $< -lpthread
+
+# Unit tests link the modules they test (config/ and core/ + the fd table).
+UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS) \
+	$(B)/obj/preload/fdtab.o
+$(B)/unit/%: $(B)/obj/tests/unit/%.o $(UNIT_DEPS)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(SAN) -o $@ $^ -ldl -lpthread -libverbs -lrdmacm
+
+$(B)/obj/tests/unit/%.o: tests/unit/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS_BASE) -Wno-missing-prototypes -c -o $@ $<
+
+# --- tests -----------------------------------------------------------------
+# Every tier writes TAP into $(B)/test-logs; tests/summary counts them and
+# prints the closing "N passed, N failed, N skipped" line.
+check: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)rm -rf $(B)/test-logs && mkdir -p $(B)/test-logs
+	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
+	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
+		tests/run-tier $(B)/test-logs/bats.tap bats --tap tests/bats
+	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
+	$(Q)tests/summary $(B)/test-logs
+
+test: check
+
+check-deps:
+	$(Q)tests/install-deps
+
+check-unit: all
+	$(Q)tests/unit/run $(B)/unit
+
+check-bats: all
+	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
+		bats tests/bats
+
+check-softroce: all
+	$(Q)tests/softroce/check
+
+# --- variants ----------------------------------------------------------------
+debug:
+	$(Q)$(MAKE) --no-print-directory B=build/debug OPT="-O0 -g" all
+
+asan:
+	$(Q)$(MAKE) --no-print-directory B=build/asan OPT="-O1 -g" \
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
+
+# --- install -------------------------------------------------------------------
+install: $(B)/libxsock.so
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/etc \
+		$(DESTDIR)$(PREFIX)/share/doc/xsock
+	install -m 0755 $(B)/libxsock.so $(DESTDIR)$(PREFIX)/lib/libxsock.so
+	install -m 0644 config/xsock.rules $(DESTDIR)$(PREFIX)/etc/xsock.rules
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libxsock.so \
+		$(DESTDIR)$(PREFIX)/etc/xsock.rules \
+		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+
+# --- tooling ---------------------------------------------------------------
+lint:
+	$(Q)! grep -n '#include "\.\./preload/' core/*.[ch] config/*.[ch] || \
+		{ echo "lint: core/ or config/ includes preload/"; exit 1; }
+	$(Q)! grep -n '#include "\.\./core/' config/*.[ch] || \
+		{ echo "lint: config/ includes core/"; exit 1; }
+	$(Q)! grep -n 'getenv' core/*.c preload/*.c || \
+		{ echo "lint: getenv outside config/"; exit 1; }
+	$(Q)clang-format --dry-run -Werror preload/*.[ch] core/*.[ch] config/*.[ch] \
+		2>/dev/null || echo "lint: clang-format differences (not fatal)"
+	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config
+
+format:
+	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch]
+
+bench-passthrough: all
+	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so bench/passthrough
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

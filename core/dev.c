@@ -1,0 +1,61 @@
+/*
+ * core/dev.c - RDMA device discovery.
+ *
+ * Owns the question "is there a device xsock may use". Devices are probed
+ * lazily, on the first socket that the rules let use RDMA, never at load
+ * time: LD_PRELOAD is inherited by every child, sh and ls included.
+ * Context: any thread; the probe runs once per process image (again in a
+ * forked child, which must not trust the parent's verbs context).
+ */
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "core_int.h"
+
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dev_count = -1; /* protected by dev_lock; -1: not probed yet */
+
+int xs_dev_available(void)
+{
+	const struct xs_config *cfg = xs_core_cfg();
+	struct ibv_device **list;
+	int i, n = 0, usable = 0;
+
+	pthread_mutex_lock(&dev_lock);
+	if (dev_count >= 0)
+		goto out_unlock;
+	xs_tls_depth++;
+	list = ibv_get_device_list(&n);
+	xs_tls_depth--;
+	if (!list) {
+		xs_info("dev", "ibv_get_device_list: %s", strerror(errno));
+		dev_count = 0;
+		goto out_unlock;
+	}
+	for (i = 0; i < n; i++) {
+		const char *name = ibv_get_device_name(list[i]);
+
+		if (cfg->device[0] && strcmp(cfg->device, name) != 0)
+			continue;
+		xs_dbg("dev", "device %s usable", name);
+		usable++;
+	}
+	xs_tls_depth++;
+	ibv_free_device_list(list);
+	xs_tls_depth--;
+	dev_count = usable;
+	if (!usable)
+		xs_info("dev", "no RDMA device%s%s: sockets use kernel TCP",
+			cfg->device[0] ? " named " : "", cfg->device);
+out_unlock:
+	usable = dev_count;
+	pthread_mutex_unlock(&dev_lock);
+	return usable;
+}
+
+void xs_dev_fork_child(void)
+{
+	pthread_mutex_init(&dev_lock, NULL);
+	dev_count = -1;
+}

@@ -1,0 +1,127 @@
+/*
+ * core/log.c - the logger behind xs_log().
+ *
+ * Owns the log level and the log file descriptor. Writes go through the
+ * real write(2) so that logging never re-enters the interposed surface.
+ * Context: any thread; the fd is an atomic so close() can retire it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real.h"
+
+#define LOG_LINE_MAX 512
+
+int xs_log_cur = XS_LOG_OFF;
+static atomic_int log_fd = STDERR_FILENO;
+
+static const char log_letters[] = "-EWIDT";
+
+static void log_write(int fd, const char *buf, size_t len)
+{
+	ssize_t n;
+
+	if (fd < 0 || !xs_real.write)
+		return;
+	while (len > 0) {
+		n = xs_real.write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+void xs_log_emit(int level, const char *module, const char *fmt, ...)
+{
+	char line[LOG_LINE_MAX];
+	int saved = errno;
+	va_list ap;
+	int n, m;
+
+	if (level < XS_LOG_ERROR || level > XS_LOG_TRACE)
+		level = XS_LOG_ERROR;
+	n = snprintf(line, sizeof(line), "xsock[%d.%d] %c %s: ", (int)getpid(),
+		     (int)gettid(), log_letters[level], module);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	va_start(ap, fmt);
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m > 0)
+		n += m;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	log_write(atomic_load(&log_fd), line, (size_t)n);
+	errno = saved;
+}
+
+int xs_log_init(const struct xs_config *cfg)
+{
+	struct rlimit rl;
+	int fd, high, low = 64;
+
+	xs_log_cur = (int)cfg->log_level;
+	if (cfg->log_level == XS_LOG_OFF || cfg->log_path[0] == '\0')
+		return 0;
+	fd = open(cfg->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+		  0600);
+	if (fd < 0) {
+		int rc = -errno;
+
+		xs_err("log", "cannot open log file %s: %s; logging to stderr",
+		       cfg->log_path, strerror(-rc));
+		return rc;
+	}
+	/* Keep clear of the low numbers the application will be handed. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256)
+		low = (int)(rl.rlim_cur > 4096 ? 4096 : rl.rlim_cur) - 64;
+	high = xs_real.fcntl ? xs_real.fcntl(fd, F_DUPFD_CLOEXEC, low) : -1;
+	if (high >= 0) {
+		xs_real.close(fd);
+		fd = high;
+	}
+	atomic_store(&log_fd, fd);
+	return 0;
+}
+
+void xs_log_config_error(const char *msg)
+{
+	static atomic_flag done = ATOMIC_FLAG_INIT;
+	char line[LOG_LINE_MAX];
+	int saved = errno;
+	int n;
+
+	if (atomic_flag_test_and_set(&done))
+		return;
+	n = snprintf(line, sizeof(line),
+		     "xsock: %s (all sockets use kernel TCP)\n", msg);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line)) {
+		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	log_write(STDERR_FILENO, line, (size_t)n);
+	errno = saved;
+}
+
+void xs_log_fd_closed(int fd)
+{
+	int expected = fd;
+
+	/* A plain load first: close() of any fd lands here. */
+	if (atomic_load_explicit(&log_fd, memory_order_relaxed) == fd)
+		atomic_compare_exchange_strong(&log_fd, &expected, -1);
+}

@@ -1,0 +1,94 @@
+/*
+ * preload/fdtab.h - the fd table: application fd number -> struct xs_sock.
+ *
+ * A two-level array covering the RLIMIT_NOFILE hard limit read at init,
+ * 4,096-entry chunks allocated on demand and published with release stores.
+ * Lookups are lock-free (acquire load; NULL means "not ours, pass through");
+ * insert and remove take one mutex. Each occupied slot holds one reference.
+ */
+#ifndef XS_PRELOAD_FDTAB_H
+#define XS_PRELOAD_FDTAB_H
+
+#include <stddef.h>
+
+#include "../core/xs_core.h"
+
+/* fds per second-level chunk */
+#define XS_FDTAB_CHUNK 4096
+
+/**
+ * xs_fdtab_init() - allocate the first level for @nr_fds descriptors
+ * @nr_fds: fd numbers 0..@nr_fds-1 can be tracked; larger ones pass through
+ * Return: 0, or -ENOMEM.
+ */
+int xs_fdtab_init(size_t nr_fds);
+
+/**
+ * xs_fdtab_fini() - free the table and put every entry (tests, teardown)
+ */
+void xs_fdtab_fini(void);
+
+/**
+ * xs_fdtab_size() - number of fd slots the table covers
+ * Return: the count given to xs_fdtab_init() (0 before init).
+ */
+size_t xs_fdtab_size(void);
+
+/**
+ * xs_fdtab_get() - the socket behind @fd, with a reference
+ * @fd: any fd number, negative or huge included
+ *
+ * Context: any thread, lock-free; never blocks.
+ * Return: the socket (caller must xs_sock_put() it), or NULL when @fd is
+ *         not a tracked socket.
+ */
+struct xs_sock *xs_fdtab_get(int fd);
+
+/**
+ * xs_fdtab_insert() - make @fd refer to @s
+ * @fd: fd number just returned by the kernel
+ * @s:  socket; the caller's reference moves into the table, also on failure
+ *      (the reference is then dropped)
+ *
+ * A stale entry left by an fd closed behind libxsock's back (a raw
+ * syscall, fclose of an fdopen'ed socket) is replaced and released.
+ *
+ * Context: takes fdtab.lock; puts outside it.
+ * Return: 0, -EBADF when @fd is beyond the table, -ENOMEM.
+ */
+int xs_fdtab_insert(int fd, struct xs_sock *s);
+
+/**
+ * xs_fdtab_remove() - clear @fd's slot before the kernel fd is closed
+ * @fd: fd number
+ * Return: the table's reference to the socket (caller puts it), or NULL.
+ */
+struct xs_sock *xs_fdtab_remove(int fd);
+
+/**
+ * xs_fdtab_restore() - undo xs_fdtab_remove() after a failed close/dup2
+ * @fd: fd number
+ * @s:  what xs_fdtab_remove() returned; the reference moves back, or is
+ *      dropped if the slot has been filled meanwhile
+ */
+void xs_fdtab_restore(int fd, struct xs_sock *s);
+
+/**
+ * xs_fdtab_remove_range() - remove and release every entry in [@first, @last]
+ * @first: lowest fd number
+ * @last:  highest fd number (inclusive; may exceed the table)
+ *
+ * Walks only the allocated chunks, so close_range(3, ~0U) costs little.
+ */
+void xs_fdtab_remove_range(unsigned int first, unsigned int last);
+
+/**
+ * xs_fdtab_lock() / xs_fdtab_unlock() - hold fdtab.lock across fork()
+ *
+ * pthread_atfork prepare/parent/child handlers, so the child never inherits
+ * a table locked by a thread that does not exist there.
+ */
+void xs_fdtab_lock(void);
+void xs_fdtab_unlock(void);
+
+#endif /* XS_PRELOAD_FDTAB_H */

@@ -1,0 +1,95 @@
+/*
+ * preload/init.c - the one initialization path.
+ *
+ * Owns xs_init_once(): (a) raise the reentrancy guard, (b) resolve the real
+ * libc entry points, (c) load the configuration, then set up the fd table,
+ * the fork handlers and the exit summary. Nothing else: RDMA devices are
+ * opened lazily by core/. Reached from the constructor and from every
+ * wrapper; pthread_once makes concurrent first calls wait for one init.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "preload.h"
+
+/* Most fds the table covers when RLIMIT_NOFILE's hard limit is unlimited. */
+#define INIT_MAX_FDS (1u << 24)
+
+atomic_bool xs_active;
+atomic_bool xs_init_done;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static struct xs_config init_cfg;
+
+static void init_atfork_prepare(void)
+{
+	xs_fdtab_lock();
+}
+
+static void init_atfork_parent(void)
+{
+	xs_fdtab_unlock();
+}
+
+static void init_atfork_child(void)
+{
+	xs_fdtab_unlock();
+}
+
+static size_t init_table_size(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 1024;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > INIT_MAX_FDS)
+		return INIT_MAX_FDS;
+	return (size_t)rl.rlim_max;
+}
+
+static void init_run(void)
+{
+	char err[XS_CFG_ERR_MAX];
+	int saved = errno;
+
+	xs_tls_depth++;
+	if (xs_real_resolve(err, sizeof(err)) != 0) {
+		char msg[XS_CFG_ERR_MAX + 64];
+
+		snprintf(msg, sizeof(msg), "libc symbol %s not found", err);
+		xs_log_config_error(msg);
+		goto out;
+	}
+	if (xs_cfg_load(&init_cfg, NULL, NULL, err, sizeof(err)) != 0)
+		xs_log_config_error(err);
+	xs_core_init(&init_cfg);
+	if (init_cfg.mode == XS_MODE_OFF)
+		goto out;
+	if (xs_fdtab_init(init_table_size()) != 0) {
+		xs_err("init", "cannot allocate the fd table: passthrough");
+		goto out;
+	}
+	pthread_atfork(init_atfork_prepare, init_atfork_parent,
+		       init_atfork_child);
+	if (init_cfg.stats != XS_STATS_OFF)
+		atexit(xs_stats_dump);
+	xs_dbg("init", "mode %s, %zu fd slots",
+	       init_cfg.mode == XS_MODE_TCP ? "tcp" : "auto", xs_fdtab_size());
+	atomic_store(&xs_active, true);
+out:
+	xs_tls_depth--;
+	atomic_store_explicit(&xs_init_done, true, memory_order_release);
+	errno = saved;
+}
+
+void xs_init_once(void)
+{
+	pthread_once(&init_once, init_run);
+}
+
+__attribute__((constructor)) static void init_constructor(void)
+{
+	xs_init_once();
+}

@@ -1,0 +1,330 @@
+/*
+ * preload/interpose.c - the control half of the socket surface.
+ *
+ * socket, socketpair, bind, listen, accept/accept4, connect, shutdown,
+ * close/close_range, dup/dup2/dup3, get/setsockopt, get{sock,peer}name,
+ * fcntl/fcntl64, ioctl and fork. Each wrapper forwards to libc unless the
+ * fd is a tracked socket, and then calls exactly one core/ operation or fd
+ * table operation. Data calls live in io.c, waits in poll.c.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+XS_EXPORT int socket(int domain, int type, int protocol)
+{
+	struct xs_sock *s;
+	int fd;
+
+	if (!xs_enter() || !xs_sock_wanted(domain, type, protocol))
+		return XS_CALL(socket, domain, type, protocol);
+	fd = XS_CALL(socket, domain, type, protocol);
+	if (fd < 0)
+		return fd;
+	s = xs_sock_create(domain, type, protocol);
+	if (s)
+		XS_SAVE_ERRNO(xs_fdtab_insert(fd, s));
+	return fd;
+}
+
+XS_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	/* Only AF_UNIX makes pairs: never an RDMA candidate. */
+	xs_enter();
+	return XS_CALL(socketpair, domain, type, protocol, sv);
+}
+
+XS_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	xs_enter();
+	return XS_CALL(bind, fd, addr, len);
+}
+
+XS_EXPORT int listen(int fd, int backlog)
+{
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter() || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(listen, fd, backlog);
+	rc = xs_sock_listen(s, fd, backlog);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
+}
+
+/* @s: the listener, with a reference that this function puts. */
+static int accept_common(struct xs_sock *s, int fd, struct sockaddr *addr,
+			 socklen_t *len, int flags, bool accept4)
+{
+	struct xs_sock *child;
+	int nfd;
+
+	nfd = xs_sock_accept(s, fd, addr, len, flags, accept4, &child);
+	xs_sock_put(s);
+	if (child)
+		XS_SAVE_ERRNO(xs_fdtab_insert(nfd, child));
+	return (int)xs_sys_ret(nfd);
+}
+
+XS_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct xs_sock *s;
+
+	if (!xs_enter() || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(accept, fd, addr, len);
+	return accept_common(s, fd, addr, len, 0, false);
+}
+
+XS_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct xs_sock *s;
+
+	if (!xs_enter() || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(accept4, fd, addr, len, flags);
+	return accept_common(s, fd, addr, len, flags, true);
+}
+
+XS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter() || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(connect, fd, addr, len);
+	rc = xs_sock_connect(s, fd, addr, len);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
+}
+
+XS_EXPORT int shutdown(int fd, int how)
+{
+	xs_enter();
+	return XS_CALL(shutdown, fd, how);
+}
+
+XS_EXPORT int close(int fd)
+{
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter())
+		return XS_CALL(close, fd);
+	/* Remove before close: a reused fd number never sees this entry. */
+	s = xs_fdtab_remove(fd);
+	xs_log_fd_closed(fd);
+	rc = XS_CALL(close, fd);
+	XS_SAVE_ERRNO(xs_sock_put(s));
+	return rc;
+}
+
+XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (!xs_enter() || (flags & CLOSE_RANGE_CLOEXEC) || first > last)
+		return XS_CALL(close_range, first, last, flags);
+	if (!xs_real.close_range)
+		return xs_no_symbol();
+	xs_fdtab_remove_range(first, last);
+	return XS_CALL(close_range, first, last, flags);
+}
+
+/* Give @nfd, a fresh duplicate of the fd behind @s, the same socket. */
+static int dup_track(int nfd, struct xs_sock *s)
+{
+	if (nfd >= 0)
+		XS_SAVE_ERRNO(xs_fdtab_insert(nfd, s));
+	else
+		XS_SAVE_ERRNO(xs_sock_put(s));
+	return nfd;
+}
+
+XS_EXPORT int dup(int fd)
+{
+	struct xs_sock *s;
+
+	if (!xs_enter() || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(dup, fd);
+	return dup_track(XS_CALL(dup, fd), s);
+}
+
+/*
+ * dup2/dup3: @newfd is closed by the kernel, so its entry goes first; if
+ * the call fails, nothing was closed and the entry comes back.
+ */
+static int dup_onto(int fd, int newfd, int flags, bool dup3)
+{
+	struct xs_sock *s = xs_fdtab_get(fd);
+	struct xs_sock *victim = xs_fdtab_remove(newfd);
+	int rc;
+
+	rc = dup3 ? XS_CALL(dup3, fd, newfd, flags) : XS_CALL(dup2, fd, newfd);
+	if (rc < 0) {
+		XS_SAVE_ERRNO(xs_fdtab_restore(newfd, victim);
+			      xs_sock_put(s));
+		return rc;
+	}
+	if (newfd != STDERR_FILENO)
+		xs_log_fd_closed(newfd);
+	XS_SAVE_ERRNO(xs_sock_put(victim);
+		      if (s) xs_fdtab_insert(newfd, s));
+	return rc;
+}
+
+XS_EXPORT int dup2(int fd, int newfd)
+{
+	/* dup2(fd, fd) changes nothing (or fails with EBADF). */
+	if (!xs_enter() || fd == newfd)
+		return XS_CALL(dup2, fd, newfd);
+	return dup_onto(fd, newfd, 0, false);
+}
+
+XS_EXPORT int dup3(int fd, int newfd, int flags)
+{
+	/* dup3(fd, fd, ...) fails with EINVAL in the kernel. */
+	if (!xs_enter() || fd == newfd)
+		return XS_CALL(dup3, fd, newfd, flags);
+	return dup_onto(fd, newfd, flags, true);
+}
+
+XS_EXPORT int getsockopt(int fd, int level, int name, void *val,
+			 socklen_t *len)
+{
+	xs_enter();
+	return XS_CALL(getsockopt, fd, level, name, val, len);
+}
+
+XS_EXPORT int setsockopt(int fd, int level, int name, const void *val,
+			 socklen_t len)
+{
+	xs_enter();
+	return XS_CALL(setsockopt, fd, level, name, val, len);
+}
+
+XS_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	xs_enter();
+	return XS_CALL(getsockname, fd, addr, len);
+}
+
+XS_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	xs_enter();
+	return XS_CALL(getpeername, fd, addr, len);
+}
+
+/* How the third argument of fcntl(2) is passed, by command. */
+enum fcntl_arg { FCNTL_ARG_NONE, FCNTL_ARG_INT, FCNTL_ARG_PTR };
+
+static enum fcntl_arg fcntl_arg_of(int cmd)
+{
+	switch (cmd) {
+	case F_GETFD:
+	case F_GETFL:
+	case F_GETOWN:
+	case F_GETSIG:
+	case F_GETLEASE:
+	case F_GETPIPE_SZ:
+	case F_GET_SEALS:
+		return FCNTL_ARG_NONE;
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+	case F_SETFD:
+	case F_SETFL:
+	case F_SETOWN:
+	case F_SETSIG:
+	case F_SETLEASE:
+	case F_NOTIFY:
+	case F_SETPIPE_SZ:
+	case F_ADD_SEALS:
+		return FCNTL_ARG_INT;
+	default:
+		/* Locks, F_[GS]ETOWN_EX, hints and unknown: pointer-sized. */
+		return FCNTL_ARG_PTR;
+	}
+}
+
+typedef int (*fcntl_fn)(int fd, int cmd, ...);
+
+/* The one decoder behind fcntl and fcntl64. */
+static int fcntl_common(fcntl_fn real, int fd, int cmd, va_list ap)
+{
+	enum fcntl_arg kind = fcntl_arg_of(cmd);
+	struct xs_sock *s;
+	void *parg = NULL;
+	int iarg = 0;
+
+	if (kind == FCNTL_ARG_INT)
+		iarg = va_arg(ap, int);
+	else if (kind == FCNTL_ARG_PTR)
+		parg = va_arg(ap, void *);
+	if (!real)
+		return xs_no_symbol();
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && xs_enter() &&
+	    (s = xs_fdtab_get(fd)))
+		return dup_track(real(fd, cmd, iarg), s);
+	switch (kind) {
+	case FCNTL_ARG_NONE:
+		return real(fd, cmd);
+	case FCNTL_ARG_INT:
+		return real(fd, cmd, iarg);
+	case FCNTL_ARG_PTR:
+		break;
+	}
+	return real(fd, cmd, parg);
+}
+
+XS_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	int rc;
+
+	xs_enter();
+	va_start(ap, cmd);
+	rc = fcntl_common(xs_real.fcntl, fd, cmd, ap);
+	va_end(ap);
+	return rc;
+}
+
+XS_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	int rc;
+
+	xs_enter();
+	va_start(ap, cmd);
+	rc = fcntl_common(xs_real.fcntl64 ? xs_real.fcntl64 : xs_real.fcntl,
+			  fd, cmd, ap);
+	va_end(ap);
+	return rc;
+}
+
+XS_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	void *arg;
+
+	/* Every socket ioctl takes an int or a pointer: pass it as a word. */
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	xs_enter();
+	return XS_CALL(ioctl, fd, request, arg);
+}
+
+XS_EXPORT pid_t fork(void)
+{
+	pid_t pid;
+
+	if (!xs_enter())
+		return XS_CALL(fork);
+	pid = XS_CALL(fork);
+	if (pid == 0)
+		XS_SAVE_ERRNO(xs_core_fork_child());
+	return pid;
+}

@@ -1,0 +1,67 @@
+/*
+ * preload/preload.h - what every interposed wrapper needs: the export
+ * marker, the entry check and the checked call into libc.
+ *
+ * Every wrapper has the same short shape:
+ *     enter (init + reentrancy guard) -> fd table lookup -> NULL: forward to
+ *     libc -> otherwise exactly one xs_sock_*() call -> put -> xs_sys_ret().
+ * No protocol logic, locks or logging here.
+ */
+#ifndef XS_PRELOAD_PRELOAD_H
+#define XS_PRELOAD_PRELOAD_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "../core/xs_core.h"
+#include "fdtab.h"
+
+#define XS_EXPORT __attribute__((visibility("default")))
+
+/* Set once init has run and the process tracks sockets (mode not off). */
+extern atomic_bool xs_active;
+extern atomic_bool xs_init_done;
+
+/**
+ * xs_init_once() - resolve libc, load the configuration, set up the table
+ *
+ * Runs exactly once under pthread_once, from the constructor or from the
+ * first wrapper called, whichever comes first (another library's
+ * constructor may call socket() before ours runs). Raises the reentrancy
+ * depth while it runs.
+ */
+void xs_init_once(void);
+
+/*
+ * Entry check of every wrapper: false means "forward to libc untouched"
+ * (inside libxsock, passthrough mode, or init failed).
+ */
+static inline bool xs_enter(void)
+{
+	if (xs_tls_depth)
+		return false;
+	if (!atomic_load_explicit(&xs_init_done, memory_order_acquire))
+		xs_init_once();
+	return atomic_load_explicit(&xs_active, memory_order_relaxed);
+}
+
+static inline int xs_no_symbol(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* Call the real libc function, never through an unchecked pointer. */
+#define XS_CALL(name, ...)                                                     \
+	(xs_real.name ? xs_real.name(__VA_ARGS__) : xs_no_symbol())
+
+/* Run @stmt without letting it change errno. */
+#define XS_SAVE_ERRNO(stmt)                                                    \
+	do {                                                                   \
+		int xs_saved_errno_ = errno;                                   \
+		stmt;                                                          \
+		errno = xs_saved_errno_;                                       \
+	} while (0)
+
+#endif /* XS_PRELOAD_PRELOAD_H */
