@@ -29,6 +29,8 @@ CORE_OBJS := $(filter $(B)/obj/core/%,$(LIB_OBJS))
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 
+.SECONDARY:
+
 .PHONY: all check test check-deps check-unit check-bats check-softroce \
 	debug asan install uninstall clean lint format bench-passthrough
 
@@ -68,7 +70,8 @@ $(B)/unit/%: $(B)/obj/tests/unit/%.o $(UNIT_DEPS)
 $(B)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS_BASE) -Wno-missing-prototypes -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS_BASE) -Wno-missing-prototypes -DXS_SRCDIR=\"$(CURDIR)\" \
+		-c -o $@ $<
 
 # --- tests -----------------------------------------------------------------
 # Every tier writes TAP into $(B)/test-logs; tests/summary counts them and
