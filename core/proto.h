@@ -1,0 +1,159 @@
+/*
+ * core/proto.h - the xsock wire format, version 1.
+ *
+ * Two things cross the wire: the handshake, carried in rdma_cm private data
+ * (REQ from the client, REP from the server), and messages, each one SEND
+ * into a receive buffer the peer posted for this connection. Everything is
+ * big-endian (network order) on the wire; the structs below are the decoded,
+ * host-order forms, and xs_wire_*_encode/decode are the only code that
+ * touches wire bytes. Every field from a peer is validated by the decoder:
+ * a message that fails validation resets that connection and nothing else.
+ *
+ * Eager and rendezvous (after Alibaba's XRDMA split, 4 KiB by default):
+ *   - DATA carries up to eager_size - XS_WIRE_MSG_LEN payload bytes inline
+ *     in the message (posted with IBV_SEND_INLINE when it fits).
+ *   - RNDV carries a descriptor {addr, len, rkey, id} of a read-only region
+ *     (a memory window bound for this connection only); the receiver pulls
+ *     it with RDMA READ and answers RNDV_DONE {id} so the sender can release
+ *     it. No region of the pool is ever remote-writable.
+ * Credits (cf. TCP rcv_wnd): each side may have at most as many messages in
+ * flight as the peer has receive buffers posted. The handshake announces the
+ * initial count; every message's credits field returns buffers the sender
+ * has re-posted since its last message (a CREDIT message when there is no
+ * data to piggyback on), so a receive ring never overflows and RNR never
+ * happens in steady state.
+ */
+#ifndef XS_CORE_PROTO_H
+#define XS_CORE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define XS_WIRE_MAGIC 0x58534b31u /* "XSK1" */
+#define XS_WIRE_VERSION 1
+
+/*
+ * rdma_cm private data: an IB/RoCE CM REQ carries 92 bytes, of which the
+ * RDMA_PS_TCP header takes 36, leaving 56 (REP: 196). The hello fits the
+ * smaller. A peer may receive more bytes than were sent (the transport pads),
+ * so the decoder accepts a longer buffer whose extra bytes are zero.
+ */
+#define XS_WIRE_PRIVATE_DATA_MAX 56
+#define XS_WIRE_HELLO_LEN 32
+
+/* Bounds a hello must respect (the decoder rejects anything outside). */
+#define XS_WIRE_MIN_CREDITS 1
+#define XS_WIRE_MAX_CREDITS 4096
+#define XS_WIRE_MIN_EAGER 64        /* bytes per receive buffer */
+#define XS_WIRE_MAX_EAGER (1u << 20)
+#define XS_WIRE_MAX_RNDV (1u << 30) /* bytes per rendezvous region */
+
+/* hello flags */
+#define XS_HELLO_F_RNDV 0x01u /* sender can serve RDMA READ rendezvous */
+#define XS_HELLO_F_KNOWN XS_HELLO_F_RNDV
+
+/* Handshake, decoded. Wire layout (32 bytes, big-endian):
+ *   0  u32 magic          XS_WIRE_MAGIC
+ *   4  u8  version        XS_WIRE_VERSION
+ *   5  u8  flags          XS_HELLO_F_*; unknown bits are rejected
+ *   6  u16 credits        receive buffers posted for this connection
+ *   8  u32 eager_size     bytes per receive buffer
+ *  12  u32 max_rndv       largest rendezvous region accepted, bytes
+ *  16  u16 tcp_port       sender's port, as getsockname() shows it
+ *  18  u16 reserved       zero
+ *  20  u64 conn_id        sender's connection cookie, for diagnostics
+ *  28  u32 reserved2      zero
+ */
+struct xs_hello {
+	uint8_t version;
+	uint8_t flags;
+	uint16_t credits;
+	uint32_t eager_size;
+	uint32_t max_rndv;
+	uint16_t tcp_port;
+	uint64_t conn_id;
+};
+
+enum xs_msg_type {
+	XS_MSG_DATA = 1,      /* stream bytes follow the header */
+	XS_MSG_CREDIT = 2,    /* credits only (window update) */
+	XS_MSG_RNDV = 3,      /* rendezvous descriptor follows */
+	XS_MSG_RNDV_DONE = 4, /* rendezvous region may be released */
+	XS_MSG_FIN = 5,       /* no more data from the sender (cf. TCP FIN) */
+	XS_MSG_RESET = 6,     /* connection aborted (cf. TCP RST) */
+};
+
+/* Message header, 8 bytes on the wire:
+ *   0  u8  type           enum xs_msg_type
+ *   1  u8  flags          zero in version 1
+ *   2  u16 credits        receive buffers returned to the peer
+ *   4  u32 len            bytes after the header
+ * DATA: len = payload bytes, 1..eager_size - 8.
+ * RNDV: len = 24, followed by u64 addr, u32 rkey, u32 rlen, u32 id, u32 0.
+ * RNDV_DONE: len = 8, followed by u32 id, u32 0.
+ * CREDIT, FIN, RESET: len = 0.
+ */
+#define XS_WIRE_MSG_LEN 8
+#define XS_WIRE_RNDV_LEN 24
+#define XS_WIRE_RNDV_DONE_LEN 8
+
+struct xs_msg {
+	enum xs_msg_type type;
+	uint16_t credits;
+	uint32_t len; /* DATA: payload bytes */
+	/* RNDV */
+	uint64_t rndv_addr;
+	uint32_t rndv_rkey;
+	uint32_t rndv_len;
+	/* RNDV and RNDV_DONE */
+	uint32_t rndv_id;
+};
+
+/**
+ * xs_wire_hello_encode() - write a hello into private data
+ * @h:   hello to send (its version is ignored: XS_WIRE_VERSION is written)
+ * @buf: at least XS_WIRE_HELLO_LEN bytes
+ * Return: XS_WIRE_HELLO_LEN.
+ */
+size_t xs_wire_hello_encode(const struct xs_hello *h, void *buf);
+
+/**
+ * xs_wire_hello_decode() - validate and decode a peer's private data
+ * @buf: private data as received; NULL is rejected
+ * @len: its length in bytes (may exceed XS_WIRE_HELLO_LEN; the excess must
+ *       be zero)
+ * @h:   decoded hello, written only on success
+ *
+ * Source: this header's layout; bounds XS_WIRE_MIN/MAX_*.
+ * Return: 0; -ENOPROTOOPT when it is no xsock hello (wrong magic or too
+ *         short: the peer is a plain rdma_cm client); -EPROTO when it is an
+ *         xsock hello with a bad version, flag, bound or reserved field.
+ */
+int xs_wire_hello_decode(const void *buf, size_t len, struct xs_hello *h);
+
+/**
+ * xs_wire_msg_encode() - write a message header (and descriptor) to @buf
+ * @m:   message; for DATA, m->len payload bytes must follow in the buffer
+ * @buf: at least XS_WIRE_MSG_LEN + XS_WIRE_RNDV_LEN bytes
+ * Return: bytes written (header plus descriptor, payload excluded).
+ */
+size_t xs_wire_msg_encode(const struct xs_msg *m, void *buf);
+
+/**
+ * xs_wire_msg_decode() - validate and decode one received message
+ * @buf:        the receive buffer
+ * @len:        bytes the completion reported (wc.byte_len)
+ * @eager_size: size of the receive buffers this side posted
+ * @max_rndv:   largest rendezvous region this side accepts (from its hello)
+ * @m:          decoded message, written only on success
+ *
+ * Checks the type, the zero flags and padding, that len matches the bytes
+ * received exactly, that DATA is 1..eager_size - header bytes, that a RNDV
+ * region is 1..max_rndv bytes and does not wrap the address space.
+ *
+ * Return: 0, or -EPROTO for anything malformed.
+ */
+int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
+		       uint32_t max_rndv, struct xs_msg *m);
+
+#endif /* XS_CORE_PROTO_H */

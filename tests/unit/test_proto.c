@@ -1,0 +1,243 @@
+/*
+ * tests/unit/test_proto.c - the wire format: round trips, every rule the
+ * decoders enforce, and a deterministic mutation run over hostile bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "../../core/proto.h"
+#include "xt.h"
+
+static struct xs_hello good_hello(void)
+{
+	struct xs_hello h = {
+		.flags = XS_HELLO_F_RNDV,
+		.credits = 64,
+		.eager_size = 4096,
+		.max_rndv = 1u << 20,
+		.tcp_port = 6379,
+		.conn_id = 0x0102030405060708ull,
+	};
+	return h;
+}
+
+XT_TEST(hello_round_trip_and_layout)
+{
+	struct xs_hello h = good_hello(), d;
+	uint8_t buf[XS_WIRE_PRIVATE_DATA_MAX] = { 0 };
+
+	XT_ASSERT_EQ(xs_wire_hello_encode(&h, buf), XS_WIRE_HELLO_LEN);
+	/* big-endian magic "XSK1" first, version next */
+	XT_ASSERT(memcmp(buf, "XSK1", 4) == 0);
+	XT_ASSERT_EQ(buf[4], XS_WIRE_VERSION);
+	XT_ASSERT_EQ(buf[16], 6379 >> 8);
+	XT_ASSERT_EQ(buf[17], 6379 & 0xff);
+	XT_ASSERT_EQ(xs_wire_hello_decode(buf, XS_WIRE_HELLO_LEN, &d), 0);
+	XT_ASSERT_EQ(d.version, XS_WIRE_VERSION);
+	XT_ASSERT_EQ(d.flags, h.flags);
+	XT_ASSERT_EQ(d.credits, 64);
+	XT_ASSERT_EQ(d.eager_size, 4096);
+	XT_ASSERT_EQ(d.max_rndv, 1u << 20);
+	XT_ASSERT_EQ(d.tcp_port, 6379);
+	XT_ASSERT(d.conn_id == h.conn_id);
+	/* transport padding: longer private data with zero tail is fine */
+	XT_ASSERT_EQ(xs_wire_hello_decode(buf, sizeof(buf), &d), 0);
+}
+
+/* Encode a good hello, let @mutate change it, expect @rc from decode. */
+static void hello_case(void (*mutate)(uint8_t *), size_t len, int rc)
+{
+	struct xs_hello h = good_hello(), d = { .credits = 7 };
+	uint8_t buf[XS_WIRE_PRIVATE_DATA_MAX] = { 0 };
+
+	xs_wire_hello_encode(&h, buf);
+	if (mutate)
+		mutate(buf);
+	XT_ASSERT_EQ(xs_wire_hello_decode(buf, len, &d), rc);
+	if (rc)
+		XT_ASSERT_EQ(d.credits, 7); /* untouched on failure */
+}
+
+static void m_magic(uint8_t *b) { b[0] = 'Y'; }
+static void m_version(uint8_t *b) { b[4] = 2; }
+static void m_flags(uint8_t *b) { b[5] = 0x80; }
+static void m_credits0(uint8_t *b) { b[6] = 0; b[7] = 0; }
+static void m_credits_big(uint8_t *b) { b[6] = 0x10; b[7] = 0x01; } /* 4097 */
+static void m_eager_small(uint8_t *b) { memset(b + 8, 0, 3); b[11] = 63; }
+static void m_eager_big(uint8_t *b) { b[8] = 0; b[9] = 0x10; b[10] = 0; b[11] = 1; }
+static void m_rndv_big(uint8_t *b) { b[12] = 0x40; b[13] = 0; b[14] = 0; b[15] = 1; }
+static void m_rndv_zero(uint8_t *b) { memset(b + 12, 0, 4); }
+static void m_reserved(uint8_t *b) { b[19] = 1; }
+static void m_reserved2(uint8_t *b) { b[31] = 1; }
+static void m_tail(uint8_t *b) { b[40] = 1; }
+
+XT_TEST(hello_rejections)
+{
+	hello_case(NULL, XS_WIRE_HELLO_LEN - 1, -ENOPROTOOPT);
+	hello_case(NULL, 0, -ENOPROTOOPT);
+	hello_case(m_magic, XS_WIRE_HELLO_LEN, -ENOPROTOOPT);
+	hello_case(m_version, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_flags, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_credits0, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_credits_big, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_eager_small, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_eager_big, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_rndv_big, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_rndv_zero, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_reserved, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_reserved2, XS_WIRE_HELLO_LEN, -EPROTO);
+	hello_case(m_tail, XS_WIRE_PRIVATE_DATA_MAX, -EPROTO);
+	XT_ASSERT_EQ(xs_wire_hello_decode(NULL, 56, &(struct xs_hello){ 0 }),
+		     -ENOPROTOOPT);
+}
+
+XT_TEST(msg_round_trips)
+{
+	uint8_t buf[4096];
+	struct xs_msg m = { .type = XS_MSG_DATA, .credits = 3, .len = 100 }, d;
+	size_t n;
+
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(n, XS_WIRE_MSG_LEN);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n + 100, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.type, XS_MSG_DATA);
+	XT_ASSERT_EQ(d.credits, 3);
+	XT_ASSERT_EQ(d.len, 100);
+
+	m = (struct xs_msg){ .type = XS_MSG_RNDV, .credits = 1,
+			     .rndv_addr = 0x7f0000001000ull, .rndv_rkey = 0xabcd,
+			     .rndv_len = 65536, .rndv_id = 42 };
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(n, XS_WIRE_MSG_LEN + XS_WIRE_RNDV_LEN);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
+	XT_ASSERT(d.rndv_addr == 0x7f0000001000ull);
+	XT_ASSERT_EQ(d.rndv_rkey, 0xabcd);
+	XT_ASSERT_EQ(d.rndv_len, 65536);
+	XT_ASSERT_EQ(d.rndv_id, 42);
+
+	m = (struct xs_msg){ .type = XS_MSG_RNDV_DONE, .rndv_id = 42 };
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.type, XS_MSG_RNDV_DONE);
+	XT_ASSERT_EQ(d.rndv_id, 42);
+
+	m = (struct xs_msg){ .type = XS_MSG_FIN, .credits = 9 };
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.type, XS_MSG_FIN);
+	XT_ASSERT_EQ(d.credits, 9);
+}
+
+XT_TEST(msg_rejections)
+{
+	uint8_t buf[4096] = { 0 };
+	struct xs_msg m = { .type = XS_MSG_DATA, .len = 10 }, d;
+
+	xs_wire_msg_encode(&m, buf);
+	/* the length must match what arrived, exactly */
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 9, 4096, 1 << 20, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 11, 4096, 1 << 20, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 7, 4096, 1 << 20, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(NULL, 18, 4096, 1 << 20, &d), -EPROTO);
+	/* more bytes than the receive buffer can hold */
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 4097, 4096, 1 << 20, &d), -EPROTO);
+	/* empty DATA */
+	m.len = 0;
+	xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	/* unknown type, flags, too many credits */
+	m = (struct xs_msg){ .type = XS_MSG_CREDIT };
+	xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), 0);
+	buf[0] = 0;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	buf[0] = 7;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	buf[0] = XS_MSG_CREDIT;
+	buf[1] = 1;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	buf[1] = 0;
+	buf[2] = 0x10;
+	buf[3] = 0x01; /* 4097 credits */
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	/* CREDIT with a payload */
+	m = (struct xs_msg){ .type = XS_MSG_CREDIT };
+	xs_wire_msg_encode(&m, buf);
+	buf[7] = 4;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 12, 4096, 1 << 20, &d), -EPROTO);
+}
+
+XT_TEST(rndv_descriptor_bounds)
+{
+	uint8_t buf[64];
+	struct xs_msg m = { .type = XS_MSG_RNDV, .rndv_addr = 4096,
+			    .rndv_rkey = 1, .rndv_len = 1 << 20, .rndv_id = 1 },
+		      d;
+	size_t n = xs_wire_msg_encode(&m, buf);
+
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
+	/* larger than this side accepts */
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, (1 << 20) - 1, &d), -EPROTO);
+	/* zero length */
+	m.rndv_len = 0;
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), -EPROTO);
+	/* a region that wraps the address space */
+	m.rndv_len = 4096;
+	m.rndv_addr = UINT64_MAX - 100;
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), -EPROTO);
+	/* non-zero padding */
+	m.rndv_addr = 4096;
+	n = xs_wire_msg_encode(&m, buf);
+	buf[31] = 1;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), -EPROTO);
+	/* a descriptor cut short */
+	buf[31] = 0;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n - 1, 4096, 1 << 20, &d), -EPROTO);
+}
+
+/*
+ * Deterministic mutation run: random bytes and random flips of valid
+ * messages, every length from 0 to 64. The decoders must never accept
+ * something that breaks their own bounds (and, in the ASan build, never
+ * read outside the buffer they were given).
+ */
+XT_TEST(mutated_inputs_respect_bounds)
+{
+	unsigned int seed = 12345;
+	int i, accepted = 0;
+
+	for (i = 0; i < 200000; i++) {
+		size_t len = (size_t)(rand_r(&seed) % 65);
+		uint8_t *buf = malloc(len ? len : 1);
+		struct xs_msg d;
+		struct xs_hello h;
+		size_t j;
+
+		XT_ASSERT(buf != NULL);
+		for (j = 0; j < len; j++)
+			buf[j] = (uint8_t)rand_r(&seed);
+		if (len >= 8 && (i & 1)) { /* make half of them plausible */
+			buf[0] = (uint8_t)(1 + rand_r(&seed) % 6);
+			buf[1] = 0;
+			buf[2] = 0;
+			buf[4] = buf[5] = buf[6] = 0;
+			buf[7] = (uint8_t)(len - 8);
+		}
+		if (xs_wire_msg_decode(buf, len, 4096, 65536, &d) == 0) {
+			accepted++;
+			XT_ASSERT(d.type >= XS_MSG_DATA && d.type <= XS_MSG_RESET);
+			XT_ASSERT_EQ(d.len + XS_WIRE_MSG_LEN, len);
+			XT_ASSERT(d.credits <= XS_WIRE_MAX_CREDITS);
+			if (d.type == XS_MSG_RNDV)
+				XT_ASSERT(d.rndv_len >= 1 && d.rndv_len <= 65536);
+		}
+		if (xs_wire_hello_decode(buf, len, &h) == 0) {
+			XT_ASSERT(h.credits >= 1 && h.credits <= XS_WIRE_MAX_CREDITS);
+			XT_ASSERT(h.eager_size >= XS_WIRE_MIN_EAGER);
+		}
+		free(buf);
+	}
+	XT_ASSERT(accepted > 1000); /* the plausible half does get through */
+}
