@@ -1,0 +1,224 @@
+/*
+ * core/pool.c - the registered buffer pool (see pool.h).
+ *
+ * Owns superblock registration and the slab allocator over it. It does not
+ * own memory windows (bound per rendezvous by the transport) nor waiting
+ * for free buffers (callers sleep on their completion channel).
+ * Context: any thread; one mutex, held only for list and bitmap updates and
+ * for the registration of a new superblock.
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "pool.h"
+#include "xs_core.h"
+
+static int pool_verbs_reg(void *pd, void *addr, size_t len, uint32_t *lkey,
+			  void **mr)
+{
+	struct ibv_mr *m;
+
+	m = ibv_reg_mr(pd, addr, len,
+		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	if (!m)
+		return -errno; /* libibverbs: NULL and errno */
+	*lkey = m->lkey;
+	*mr = m;
+	return 0;
+}
+
+static void pool_verbs_dereg(void *mr)
+{
+	ibv_dereg_mr(mr);
+}
+
+const struct xs_pool_ops xs_pool_verbs_ops = {
+	.reg = pool_verbs_reg,
+	.dereg = pool_verbs_dereg,
+};
+
+/* Size class of @len: class c holds buffers of 64 << c bytes. */
+static unsigned int pool_class(size_t len)
+{
+	unsigned int c = 0;
+
+	while (((size_t)XS_POOL_MIN_BUF << c) < len)
+		c++;
+	return c;
+}
+
+static size_t pool_class_size(unsigned int c)
+{
+	return (size_t)XS_POOL_MIN_BUF << c;
+}
+
+int xs_pool_init(struct xs_pool *p, const struct xs_pool_ops *ops, void *pd,
+		 size_t max_bytes)
+{
+	unsigned int c;
+
+	memset(p, 0, sizeof(*p));
+	p->max_sb = max_bytes / XS_POOL_SUPERBLOCK;
+	if (p->max_sb == 0)
+		p->max_sb = 1;
+	p->sb = calloc(p->max_sb, sizeof(*p->sb));
+	if (!p->sb)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	p->ops = ops;
+	p->pd = pd;
+	for (c = 0; c < XS_POOL_NR_CLASSES; c++)
+		p->free_sb[c] = -1;
+	return 0;
+}
+
+void xs_pool_fini(struct xs_pool *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nr_sb; i++) {
+		p->ops->dereg(p->sb[i].mr);
+		munmap(p->sb[i].base, XS_POOL_SUPERBLOCK);
+		free(p->sb[i].inuse);
+	}
+	free(p->sb);
+	pthread_mutex_destroy(&p->lock);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Register one more superblock for class @c. Called with p->lock held. */
+static int pool_grow(struct xs_pool *p, unsigned int c)
+{
+	struct xs_pool_sb *sb;
+	size_t nr_bufs = XS_POOL_SUPERBLOCK / pool_class_size(c);
+	int rc;
+
+	if (p->nr_sb == p->max_sb) {
+		p->nr_exhausted++;
+		return -ENOBUFS;
+	}
+	sb = &p->sb[p->nr_sb];
+	sb->base = mmap(NULL, XS_POOL_SUPERBLOCK, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (sb->base == MAP_FAILED) {
+		sb->base = NULL;
+		return -ENOMEM;
+	}
+	sb->inuse = calloc((nr_bufs + 63) / 64, sizeof(uint64_t));
+	if (!sb->inuse) {
+		rc = -ENOMEM;
+		goto out_unmap;
+	}
+	rc = p->ops->reg(p->pd, sb->base, XS_POOL_SUPERBLOCK, &sb->lkey,
+			 &sb->mr);
+	if (rc)
+		goto out_free_bitmap;
+	sb->cls = c;
+	sb->carved = 0;
+	p->free_sb[c] = (int)p->nr_sb;
+	p->nr_sb++;
+	return 0;
+
+out_free_bitmap:
+	free(sb->inuse);
+	sb->inuse = NULL;
+out_unmap:
+	munmap(sb->base, XS_POOL_SUPERBLOCK);
+	sb->base = NULL;
+	return rc;
+}
+
+/* The superblock holding @addr, or -1. Called with p->lock held. */
+static int pool_sb_of(struct xs_pool *p, const void *addr)
+{
+	size_t i;
+
+	for (i = 0; i < p->nr_sb; i++)
+		if ((const uint8_t *)addr >= p->sb[i].base &&
+		    (const uint8_t *)addr < p->sb[i].base + XS_POOL_SUPERBLOCK)
+			return (int)i;
+	return -1;
+}
+
+static void pool_mark(struct xs_pool_sb *sb, const void *addr, bool inuse)
+{
+	size_t idx = (size_t)((const uint8_t *)addr - sb->base) /
+		     pool_class_size(sb->cls);
+	uint64_t bit = 1ull << (idx % 64);
+
+	XS_ASSERT(!!(sb->inuse[idx / 64] & bit) != inuse);
+	if (inuse)
+		sb->inuse[idx / 64] |= bit;
+	else
+		sb->inuse[idx / 64] &= ~bit;
+}
+
+int xs_pool_alloc(struct xs_pool *p, size_t len, struct xs_buf *out)
+{
+	unsigned int c;
+	size_t size;
+	void *addr;
+	int rc = 0, s;
+
+	if (len == 0 || len > XS_POOL_SUPERBLOCK)
+		return -EINVAL;
+	c = pool_class(len);
+	size = pool_class_size(c);
+	pthread_mutex_lock(&p->lock);
+	addr = p->free_list[c];
+	if (addr) {
+		memcpy(&p->free_list[c], addr, sizeof(void *));
+		s = pool_sb_of(p, addr);
+	} else {
+		if (p->free_sb[c] < 0) {
+			rc = pool_grow(p, c);
+			if (rc)
+				goto out_unlock;
+		}
+		s = p->free_sb[c];
+		addr = p->sb[s].base + p->sb[s].carved;
+		p->sb[s].carved += size;
+		if (p->sb[s].carved == XS_POOL_SUPERBLOCK)
+			p->free_sb[c] = -1;
+	}
+	XS_ASSERT(s >= 0);
+	pool_mark(&p->sb[s], addr, true);
+	p->bytes_in_use += size;
+	out->addr = addr;
+	out->size = size;
+	out->lkey = p->sb[s].lkey;
+	out->sb = (uint32_t)s;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+void xs_pool_free(struct xs_pool *p, const struct xs_buf *b)
+{
+	struct xs_pool_sb *sb;
+
+	pthread_mutex_lock(&p->lock);
+	XS_ASSERT(b->sb < p->nr_sb);
+	sb = &p->sb[b->sb];
+	XS_ASSERT(b->size == pool_class_size(sb->cls));
+	XS_ASSERT((const uint8_t *)b->addr >= sb->base &&
+		  (size_t)((const uint8_t *)b->addr - sb->base) % b->size == 0);
+	pool_mark(sb, b->addr, false);
+	memcpy(b->addr, &p->free_list[sb->cls], sizeof(void *));
+	p->free_list[sb->cls] = b->addr;
+	p->bytes_in_use -= b->size;
+	pthread_mutex_unlock(&p->lock);
+}
+
+size_t xs_pool_registered_bytes(struct xs_pool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->nr_sb * (size_t)XS_POOL_SUPERBLOCK;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
