@@ -114,7 +114,8 @@ static int cfg_parse_enum(const char *const *names, size_t nr, const char *val,
 	size_t i;
 
 	for (i = 0; i < nr; i++)
-		if (strlen(names[i]) == vlen && memcmp(names[i], val, vlen) == 0) {
+		if (strlen(names[i]) == vlen &&
+		    memcmp(names[i], val, vlen) == 0) {
 			*out = (int)i;
 			return 0;
 		}
@@ -156,7 +157,8 @@ static int cfg_apply(struct xs_config *cfg, const struct cfg_desc *d,
 		if (cfg_parse_enum(cfg_log_levels, 6, val,
 				   colon ? (size_t)(colon - val) : strlen(val),
 				   &v)) {
-			*why = "expected off, error, warn, info, debug or trace, optionally followed by :path";
+			*why = "expected off, error, warn, info, debug or "
+			       "trace, optionally followed by :path";
 			return -EINVAL;
 		}
 		cfg->log_level = (enum xs_log_level)v;
@@ -170,7 +172,8 @@ static int cfg_apply(struct xs_config *cfg, const struct cfg_desc *d,
 		return cfg_copy_str(field, PATH_MAX, val, true, why);
 	case CFG_NAME:
 		if (!cfg_is_name(val)) {
-			*why = "expected a device name of letters, digits, '_', '-' and '.'";
+			*why = "expected a device name of letters, digits, "
+			       "'_', '-' and '.'";
 			return -EINVAL;
 		}
 		return cfg_copy_str(field, sizeof(cfg->device), val, true, why);
@@ -278,13 +281,15 @@ static int cfg_load(struct xs_config *cfg, xs_cfg_getenv_fn get, void *ctx,
 			const struct cfg_desc *d = cfg_find(set->name);
 
 			if (!d) {
-				snprintf(err, errlen, "%s:%u: unknown option '%s'",
+				snprintf(err, errlen,
+					 "%s:%u: unknown option '%s'",
 					 cfg->rules, set->line, set->name);
 				return -EINVAL;
 			}
 			if (d->offset == offsetof(struct xs_config, rules)) {
 				snprintf(err, errlen,
-					 "%s:%u: XSOCK_RULES cannot be set from a rules file",
+					 "%s:%u: XSOCK_RULES cannot be set "
+					 "from a rules file",
 					 cfg->rules, set->line);
 				return -EINVAL;
 			}

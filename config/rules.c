@@ -38,15 +38,14 @@
 struct rules_cursor {
 	const char *path;
 	const char *line; /* start of the current line */
-	size_t len;       /* its length, newline excluded */
-	size_t pos;       /* next byte to read */
+	size_t len;	  /* its length, newline excluded */
+	size_t pos;	  /* next byte to read */
 	unsigned int lineno;
 	char *err;
 	size_t errlen;
 };
 
-static int rules_error(struct rules_cursor *c, size_t col, const char *fmt,
-		       ...)
+static int rules_error(struct rules_cursor *c, size_t col, const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -127,9 +126,9 @@ static int rules_parse_ports(struct rules_cursor *c, size_t at, const char *s,
 
 		if (rules_parse_uint(s, n1, 65535, &lo) ||
 		    rules_parse_uint(dash + 1, n - n1 - 1, 65535, &hi))
-			return rules_error(c, at,
-					   "bad port range '%.*s' (N-M, 0-65535)",
-					   (int)n, s);
+			return rules_error(
+				c, at, "bad port range '%.*s' (N-M, 0-65535)",
+				(int)n, s);
 		if (lo > hi)
 			return rules_error(c, at,
 					   "port range '%.*s' is reversed",
@@ -155,7 +154,8 @@ static int rules_parse_endpoint(struct rules_cursor *c, size_t start,
 		const char *close = memchr(f, ']', flen);
 
 		if (!close)
-			return rules_error(c, start, "missing ']' after IPv6 address");
+			return rules_error(c, start,
+					   "missing ']' after IPv6 address");
 		if ((size_t)(close - f) + 1 >= flen ||
 		    (close[1] != ':' && close[1] != '/'))
 			return rules_error(c, start + (size_t)(close - f) + 1,
@@ -169,7 +169,8 @@ static int rules_parse_endpoint(struct rules_cursor *c, size_t start,
 		colon = memchr(f, ':', flen);
 	}
 	if (!colon)
-		return rules_error(c, start, "expected ADDRESS:PORT, got '%.*s'",
+		return rules_error(c, start,
+				   "expected ADDRESS:PORT, got '%.*s'",
 				   (int)flen, f);
 	slash = memchr(f, '/', (size_t)(colon - f));
 	addr_end = slash ? slash : colon;
@@ -236,8 +237,8 @@ static int rules_parse_set(struct rules_cursor *c, struct xs_rule_set *set)
 	return 0;
 }
 
-static int rules_parse_rule(struct rules_cursor *c, size_t astart,
-			    size_t alen, struct xs_rule *r)
+static int rules_parse_rule(struct rules_cursor *c, size_t astart, size_t alen,
+			    struct xs_rule *r)
 {
 	size_t start, flen;
 	int rc;
@@ -249,20 +250,23 @@ static int rules_parse_rule(struct rules_cursor *c, size_t astart,
 	else if (rules_field_is(c, astart, alen, "tcp"))
 		r->action = XS_ACTION_TCP;
 	else
-		return rules_error(c, astart,
-				   "unknown directive '%.*s' (expected rdma, tcp or set)",
-				   (int)alen, c->line + astart);
+		return rules_error(
+			c, astart,
+			"unknown directive '%.*s' (expected rdma, tcp or set)",
+			(int)alen, c->line + astart);
 
 	if (!rules_next_field(c, &start, &flen))
 		return rules_error(c, c->pos, "missing PROGRAM field");
 	if (flen >= sizeof(r->program))
-		return rules_error(c, start, "program pattern longer than %d bytes",
+		return rules_error(c, start,
+				   "program pattern longer than %d bytes",
 				   XS_RULES_PROGRAM_MAX - 1);
 	memcpy(r->program, c->line + start, flen);
 	r->program[flen] = '\0';
 
 	if (!rules_next_field(c, &start, &flen))
-		return rules_error(c, c->pos, "missing ROLE field (server, client or *)");
+		return rules_error(c, c->pos,
+				   "missing ROLE field (server, client or *)");
 	if (rules_field_is(c, start, flen, "server"))
 		r->role = XS_ROLE_SERVER;
 	else if (rules_field_is(c, start, flen, "client"))
@@ -270,9 +274,10 @@ static int rules_parse_rule(struct rules_cursor *c, size_t astart,
 	else if (rules_field_is(c, start, flen, "*"))
 		r->role = XS_ROLE_ANY;
 	else
-		return rules_error(c, start,
-				   "unknown role '%.*s' (expected server, client or *)",
-				   (int)flen, c->line + start);
+		return rules_error(
+			c, start,
+			"unknown role '%.*s' (expected server, client or *)",
+			(int)flen, c->line + start);
 
 	if (!rules_next_field(c, &start, &flen))
 		return rules_error(c, c->pos, "missing ADDRESS:PORT field");
@@ -280,7 +285,8 @@ static int rules_parse_rule(struct rules_cursor *c, size_t astart,
 	if (rc)
 		return rc;
 	if (rules_next_field(c, &start, &flen))
-		return rules_error(c, start, "unexpected '%.*s' after ADDRESS:PORT",
+		return rules_error(c, start,
+				   "unexpected '%.*s' after ADDRESS:PORT",
 				   (int)flen, c->line + start);
 	return 0;
 }
@@ -327,7 +333,8 @@ int xs_rules_parse(struct xs_rules *rules, const char *path, const char *buf,
 
 		nul = memchr(c.line, '\0', c.len);
 		if (nul) {
-			rc = rules_error(&c, (size_t)(nul - c.line), "NUL byte in line");
+			rc = rules_error(&c, (size_t)(nul - c.line),
+					 "NUL byte in line");
 			break;
 		}
 		if (c.len > XS_RULES_LINE_MAX) {
@@ -351,7 +358,8 @@ int xs_rules_parse(struct xs_rules *rules, const char *path, const char *buf,
 					 sizeof(*set));
 			if (!set) {
 				rc = -ENOMEM;
-				snprintf(err, errlen, "%s: out of memory", path);
+				snprintf(err, errlen, "%s: out of memory",
+					 path);
 				break;
 			}
 			rc = rules_parse_set(&c, set);
@@ -362,7 +370,8 @@ int xs_rules_parse(struct xs_rules *rules, const char *path, const char *buf,
 				       sizeof(*r));
 			if (!r) {
 				rc = -ENOMEM;
-				snprintf(err, errlen, "%s: out of memory", path);
+				snprintf(err, errlen, "%s: out of memory",
+					 path);
 				break;
 			}
 			rc = rules_parse_rule(&c, start, flen, r);
@@ -455,7 +464,7 @@ enum xs_rule_action xs_rules_match(const struct xs_rules *rules,
 				   const struct sockaddr *addr, socklen_t len,
 				   unsigned int *line)
 {
-	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0,
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0,	0,
 					      0, 0, 0, 0, 0xff, 0xff };
 	uint8_t ip[16];
 	int family;

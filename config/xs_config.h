@@ -60,11 +60,11 @@ struct xs_rule {
 	enum xs_rule_action action;
 	enum xs_role role;
 	char program[XS_RULES_PROGRAM_MAX]; /* fnmatch(3) pattern */
-	int family;                         /* AF_INET, AF_INET6, or AF_UNSPEC = any */
-	uint8_t addr[16];                   /* network byte order */
-	unsigned int prefix;                /* bits compared from addr */
-	uint16_t port_lo, port_hi;          /* inclusive, host byte order */
-	unsigned int line;                  /* where it came from */
+	int family;		   /* AF_INET, AF_INET6, or AF_UNSPEC = any */
+	uint8_t addr[16];	   /* network byte order */
+	unsigned int prefix;	   /* bits compared from addr */
+	uint16_t port_lo, port_hi; /* inclusive, host byte order */
+	unsigned int line;	   /* where it came from */
 };
 
 /* One "set XSOCK_NAME VALUE" line, applied by config.c. */
@@ -86,10 +86,10 @@ struct xs_config {
 	char log_path[PATH_MAX]; /* empty: stderr */
 	enum xs_mode mode;
 	char rules[PATH_MAX];
-	uint64_t eager_limit;        /* bytes */
-	uint64_t inline_max;         /* bytes */
-	uint64_t pool_mb;            /* MiB */
-	uint64_t spin_us;            /* microseconds */
+	uint64_t eager_limit;	     /* bytes */
+	uint64_t inline_max;	     /* bytes */
+	uint64_t pool_mb;	     /* MiB */
+	uint64_t spin_us;	     /* microseconds */
 	uint64_t connect_timeout_ms; /* milliseconds */
 	char device[64];
 	enum xs_stats_mode stats;

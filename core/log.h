@@ -32,10 +32,10 @@ extern int xs_log_cur;
 			xs_log_emit((level), (module), __VA_ARGS__);           \
 	} while (0)
 
-#define xs_err(module, ...) xs_log(XS_LOG_ERROR, module, __VA_ARGS__)
+#define xs_err(module, ...)  xs_log(XS_LOG_ERROR, module, __VA_ARGS__)
 #define xs_warn(module, ...) xs_log(XS_LOG_WARN, module, __VA_ARGS__)
 #define xs_info(module, ...) xs_log(XS_LOG_INFO, module, __VA_ARGS__)
-#define xs_dbg(module, ...) xs_log(XS_LOG_DEBUG, module, __VA_ARGS__)
+#define xs_dbg(module, ...)  xs_log(XS_LOG_DEBUG, module, __VA_ARGS__)
 
 /**
  * xs_log_emit() - format and write one log line; use xs_log() instead

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #define XS_POOL_SUPERBLOCK (4u << 20) /* bytes, XRDMA's superblock size */
-#define XS_POOL_MIN_BUF 64u           /* bytes, smallest size class */
-#define XS_POOL_NR_CLASSES 17         /* 64 B .. 4 MiB */
+#define XS_POOL_MIN_BUF	   64u	      /* bytes, smallest size class */
+#define XS_POOL_NR_CLASSES 17	      /* 64 B .. 4 MiB */
 
 /*
  * The verbs the pool needs, as a seam: the real implementation registers
@@ -44,22 +44,22 @@ struct xs_pool_sb {
 	uint8_t *base;
 	void *mr;
 	uint32_t lkey;
-	unsigned int cls;   /* size class this superblock serves */
-	size_t carved;      /* bytes handed to the class so far */
-	uint64_t *inuse;    /* one bit per buffer: allocated */
+	unsigned int cls; /* size class this superblock serves */
+	size_t carved;	  /* bytes handed to the class so far */
+	uint64_t *inuse;  /* one bit per buffer: allocated */
 };
 
 struct xs_pool {
 	pthread_mutex_t lock; /* protects everything below */
 	const struct xs_pool_ops *ops;
 	void *pd;
-	size_t max_sb;        /* superblocks allowed by the byte limit */
+	size_t max_sb; /* superblocks allowed by the byte limit */
 	size_t nr_sb;
 	struct xs_pool_sb *sb;
 	void *free_list[XS_POOL_NR_CLASSES]; /* intrusive: next in the buffer */
-	int free_sb[XS_POOL_NR_CLASSES];     /* superblock still carving, or -1 */
+	int free_sb[XS_POOL_NR_CLASSES]; /* superblock still carving, or -1 */
 	size_t bytes_in_use;
-	uint64_t nr_exhausted;               /* -ENOBUFS answers */
+	uint64_t nr_exhausted; /* -ENOBUFS answers */
 };
 
 /**

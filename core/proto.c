@@ -102,7 +102,8 @@ int xs_wire_hello_decode(const void *buf, size_t len, struct xs_hello *h)
 		return -EPROTO;
 	if (d.credits < XS_WIRE_MIN_CREDITS || d.credits > XS_WIRE_MAX_CREDITS)
 		return -EPROTO;
-	if (d.eager_size < XS_WIRE_MIN_EAGER || d.eager_size > XS_WIRE_MAX_EAGER)
+	if (d.eager_size < XS_WIRE_MIN_EAGER ||
+	    d.eager_size > XS_WIRE_MAX_EAGER)
 		return -EPROTO;
 	if (d.max_rndv > XS_WIRE_MAX_RNDV ||
 	    ((d.flags & XS_HELLO_F_RNDV) && d.max_rndv == 0))
@@ -159,8 +160,7 @@ int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
 	d.type = (enum xs_msg_type)p[0];
 	d.credits = get16(p + 2);
 	d.len = get32(p + 4);
-	if (d.credits > XS_WIRE_MAX_CREDITS ||
-	    d.len != len - XS_WIRE_MSG_LEN)
+	if (d.credits > XS_WIRE_MAX_CREDITS || d.len != len - XS_WIRE_MSG_LEN)
 		return -EPROTO;
 	switch (d.type) {
 	case XS_MSG_DATA:

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define XS_WIRE_MAGIC 0x58534b31u /* "XSK1" */
+#define XS_WIRE_MAGIC	0x58534b31u /* "XSK1" */
 #define XS_WIRE_VERSION 1
 
 /*
@@ -39,17 +39,17 @@
  * so the decoder accepts a longer buffer whose extra bytes are zero.
  */
 #define XS_WIRE_PRIVATE_DATA_MAX 56
-#define XS_WIRE_HELLO_LEN 32
+#define XS_WIRE_HELLO_LEN	 32
 
 /* Bounds a hello must respect (the decoder rejects anything outside). */
 #define XS_WIRE_MIN_CREDITS 1
 #define XS_WIRE_MAX_CREDITS 4096
-#define XS_WIRE_MIN_EAGER 64        /* bytes per receive buffer */
-#define XS_WIRE_MAX_EAGER (1u << 20)
-#define XS_WIRE_MAX_RNDV (1u << 30) /* bytes per rendezvous region */
+#define XS_WIRE_MIN_EAGER   64 /* bytes per receive buffer */
+#define XS_WIRE_MAX_EAGER   (1u << 20)
+#define XS_WIRE_MAX_RNDV    (1u << 30) /* bytes per rendezvous region */
 
 /* hello flags */
-#define XS_HELLO_F_RNDV 0x01u /* sender can serve RDMA READ rendezvous */
+#define XS_HELLO_F_RNDV	 0x01u /* sender can serve RDMA READ rendezvous */
 #define XS_HELLO_F_KNOWN XS_HELLO_F_RNDV
 
 /* Handshake, decoded. Wire layout (32 bytes, big-endian):
@@ -79,7 +79,7 @@ enum xs_msg_type {
 	XS_MSG_CREDIT = 2,    /* credits only (window update) */
 	XS_MSG_RNDV = 3,      /* rendezvous descriptor follows */
 	XS_MSG_RNDV_DONE = 4, /* rendezvous region may be released */
-	XS_MSG_FIN = 5,       /* no more data from the sender (cf. TCP FIN) */
+	XS_MSG_FIN = 5,	      /* no more data from the sender (cf. TCP FIN) */
 	XS_MSG_RESET = 6,     /* connection aborted (cf. TCP RST) */
 };
 
@@ -93,8 +93,8 @@ enum xs_msg_type {
  * RNDV_DONE: len = 8, followed by u32 id, u32 0.
  * CREDIT, FIN, RESET: len = 0.
  */
-#define XS_WIRE_MSG_LEN 8
-#define XS_WIRE_RNDV_LEN 24
+#define XS_WIRE_MSG_LEN	      8
+#define XS_WIRE_RNDV_LEN      24
 #define XS_WIRE_RNDV_DONE_LEN 8
 
 struct xs_msg {

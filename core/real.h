@@ -20,7 +20,7 @@
 #include <time.h>
 
 struct xs_real {
-#define XS_SYM(ret, name, params, args, required) ret (*name) params;
+#define XS_SYM(ret, name, params, args, required) ret(*name) params;
 #include "real_syms.def"
 #undef XS_SYM
 };

@@ -83,7 +83,8 @@ bool xs_sock_wanted(int domain, int type, int protocol)
 	int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	return (domain == AF_INET || domain == AF_INET6) &&
-	       base == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+	       base == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
 struct xs_sock *xs_sock_create(int domain, int type, int protocol)
@@ -127,8 +128,8 @@ bool xs_sock_tryget(struct xs_sock *s)
 
 void xs_sock_get(struct xs_sock *s)
 {
-	unsigned int old = atomic_fetch_add_explicit(&s->refcnt, 1,
-						     memory_order_relaxed);
+	unsigned int old =
+		atomic_fetch_add_explicit(&s->refcnt, 1, memory_order_relaxed);
 
 	XS_ASSERT(old > 0);
 }
@@ -199,11 +200,10 @@ static bool sock_is_loopback(const struct sockaddr *addr, socklen_t len)
 
 static bool sock_is_inet(const struct sockaddr *addr, socklen_t len)
 {
-	return addr &&
-	       ((addr->sa_family == AF_INET &&
-		 len >= sizeof(struct sockaddr_in)) ||
-		(addr->sa_family == AF_INET6 &&
-		 len >= sizeof(struct sockaddr_in6)));
+	return addr && ((addr->sa_family == AF_INET &&
+			 len >= sizeof(struct sockaddr_in)) ||
+			(addr->sa_family == AF_INET6 &&
+			 len >= sizeof(struct sockaddr_in6)));
 }
 
 /*
@@ -295,7 +295,8 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	c = xs_sock_create(s->domain, s->type, s->protocol);
 	if (!c) {
 		xs_log_once(XS_LOG_WARN, "sock",
-			    "out of memory: accepted fd %d left untracked", nfd);
+			    "out of memory: accepted fd %d left untracked",
+			    nfd);
 		return nfd;
 	}
 	/* Over the kernel listener: the peer did not use RDMA. */

@@ -56,9 +56,9 @@ void xs_assert_fail(const char *expr, const char *file, int line)
 /* What an fd tracked by libxsock currently is. */
 enum xs_fd_kind {
 	XS_KIND_PENDING, /* stream socket, transport not chosen yet */
-	XS_KIND_TCP,     /* carried by kernel TCP: every call is passthrough */
-	XS_KIND_LISTEN,  /* listening socket */
-	XS_KIND_RDMA,    /* carried by an RC QP */
+	XS_KIND_TCP,	 /* carried by kernel TCP: every call is passthrough */
+	XS_KIND_LISTEN,	 /* listening socket */
+	XS_KIND_RDMA,	 /* carried by an RC QP */
 	XS_KIND__COUNT,
 };
 
@@ -67,15 +67,15 @@ enum xs_fd_kind {
  * Stored on the socket, counted per reason, printed by XSOCK_STATS.
  */
 enum xs_fallback_reason {
-	XS_FB_NONE,          /* not a fallback */
-	XS_FB_MODE,          /* XSOCK_MODE=tcp */
-	XS_FB_RULE,          /* a "tcp" line of the rules file */
-	XS_FB_LOOPBACK,      /* loopback address: no RDMA device serves it */
+	XS_FB_NONE,	     /* not a fallback */
+	XS_FB_MODE,	     /* XSOCK_MODE=tcp */
+	XS_FB_RULE,	     /* a "tcp" line of the rules file */
+	XS_FB_LOOPBACK,	     /* loopback address: no RDMA device serves it */
 	XS_FB_NO_DEVICE,     /* no (matching) RDMA device on this host */
 	XS_FB_NO_TRANSPORT,  /* the RDMA stream transport is not available */
 	XS_FB_PEER_NO_XSOCK, /* the peer came or answered over kernel TCP */
-	XS_FB_TIMEOUT,       /* RDMA connection setup timed out */
-	XS_FB_RESOURCE,      /* QP, CQ, MR or pool allocation failed */
+	XS_FB_TIMEOUT,	     /* RDMA connection setup timed out */
+	XS_FB_RESOURCE,	     /* QP, CQ, MR or pool allocation failed */
 	XS_FB_UNSUPPORTED,   /* an option or call RDMA cannot honour */
 	XS_FB__COUNT,
 };
@@ -92,7 +92,8 @@ struct xs_sock {
 	pthread_mutex_t lock;
 	int reason; /* enum xs_fallback_reason; protected by lock */
 	int domain, type, protocol;
-	struct xs_sock *next_free; /* free list link; protected by sock pool lock */
+	struct xs_sock
+		*next_free; /* free list link; protected by sock pool lock */
 };
 
 /**

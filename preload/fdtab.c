@@ -82,7 +82,8 @@ struct xs_sock *xs_fdtab_get(int fd)
 		 * points to it is a reference to this fd's socket.
 		 */
 		if (xs_sock_tryget(s)) {
-			if (atomic_load_explicit(slot, memory_order_acquire) == s)
+			if (atomic_load_explicit(slot, memory_order_acquire) ==
+			    s)
 				return s;
 			xs_sock_put(s);
 		}
@@ -93,8 +94,8 @@ struct xs_sock *xs_fdtab_get(int fd)
 static fdtab_slot *fdtab_slot_alloc(int fd)
 {
 	size_t ci = (size_t)fd / XS_FDTAB_CHUNK;
-	fdtab_slot *chunk = atomic_load_explicit(&fdtab.chunks[ci],
-						 memory_order_relaxed);
+	fdtab_slot *chunk =
+		atomic_load_explicit(&fdtab.chunks[ci], memory_order_relaxed);
 
 	if (!chunk) {
 		chunk = calloc(XS_FDTAB_CHUNK, sizeof(*chunk));
@@ -131,7 +132,8 @@ int xs_fdtab_insert(int fd, struct xs_sock *s)
 		return rc;
 	}
 	if (stale) {
-		xs_dbg("fdtab", "fd %d: stale entry replaced (closed behind libxsock)",
+		xs_dbg("fdtab",
+		       "fd %d: stale entry replaced (closed behind libxsock)",
 		       fd);
 		xs_sock_put(stale);
 	}
@@ -179,7 +181,8 @@ void xs_fdtab_remove_range(unsigned int first, unsigned int last)
 		ci = fd / XS_FDTAB_CHUNK;
 		if (!atomic_load_explicit(&fdtab.chunks[ci],
 					  memory_order_acquire)) {
-			fd = (ci + 1) * XS_FDTAB_CHUNK; /* skip the whole chunk */
+			fd = (ci + 1) *
+			     XS_FDTAB_CHUNK; /* skip the whole chunk */
 			continue;
 		}
 		xs_sock_put(xs_fdtab_remove((int)fd));

@@ -165,14 +165,12 @@ static int dup_onto(int fd, int newfd, int flags, bool dup3)
 
 	rc = dup3 ? XS_CALL(dup3, fd, newfd, flags) : XS_CALL(dup2, fd, newfd);
 	if (rc < 0) {
-		XS_SAVE_ERRNO(xs_fdtab_restore(newfd, victim);
-			      xs_sock_put(s));
+		XS_SAVE_ERRNO(xs_fdtab_restore(newfd, victim); xs_sock_put(s));
 		return rc;
 	}
 	if (newfd != STDERR_FILENO)
 		xs_log_fd_closed(newfd);
-	XS_SAVE_ERRNO(xs_sock_put(victim);
-		      if (s) xs_fdtab_insert(newfd, s));
+	XS_SAVE_ERRNO(xs_sock_put(victim); if (s) xs_fdtab_insert(newfd, s));
 	return rc;
 }
 
@@ -192,8 +190,7 @@ XS_EXPORT int dup3(int fd, int newfd, int flags)
 	return dup_onto(fd, newfd, flags, true);
 }
 
-XS_EXPORT int getsockopt(int fd, int level, int name, void *val,
-			 socklen_t *len)
+XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	xs_enter();
 	return XS_CALL(getsockopt, fd, level, name, val, len);
@@ -298,8 +295,8 @@ XS_EXPORT int fcntl64(int fd, int cmd, ...)
 
 	xs_enter();
 	va_start(ap, cmd);
-	rc = fcntl_common(xs_real.fcntl64 ? xs_real.fcntl64 : xs_real.fcntl,
-			  fd, cmd, ap);
+	rc = fcntl_common(xs_real.fcntl64 ? xs_real.fcntl64 : xs_real.fcntl, fd,
+			  cmd, ap);
 	va_end(ap);
 	return rc;
 }

@@ -15,8 +15,8 @@
 
 ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
-ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
-		       int flags, struct sockaddr *addr, socklen_t *alen);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+		       struct sockaddr *addr, socklen_t *alen);
 
 XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {

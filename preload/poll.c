@@ -8,11 +8,9 @@
  */
 #include "preload.h"
 
-int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms,
-	       size_t fdslen);
-int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
-		const struct timespec *timeout, const sigset_t *sigmask,
-		size_t fdslen);
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+		const sigset_t *sigmask, size_t fdslen);
 
 XS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
@@ -74,8 +72,8 @@ XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 		       sigmask);
 }
 
-XS_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events,
-			   int maxevents, const struct timespec *timeout,
+XS_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
+			   const struct timespec *timeout,
 			   const sigset_t *sigmask)
 {
 	xs_enter();
