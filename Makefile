@@ -32,7 +32,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce \
-	debug asan install uninstall clean lint format bench-passthrough
+	debug asan install uninstall clean lint format bench-passthrough demo
 
 all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS)
 
@@ -130,12 +130,18 @@ lint:
 	$(Q)! grep -n 'getenv' core/*.c preload/*.c || \
 		{ echo "lint: getenv outside config/"; exit 1; }
 	$(Q)clang-format --dry-run -Werror preload/*.[ch] core/*.[ch] config/*.[ch] \
-		2>/dev/null || echo "lint: clang-format differences (not fatal)"
+		|| { echo "lint: clang-format differences: run make format"; exit 1; }
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config
 
 format:
 	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch]
+
+# The main job: redis under xsock next to kernel TCP, in the Soft-RoCE guest
+# unless this host has an RDMA device.
+demo: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/softroce/run --topology one --timeout 900 -- bench/demo-redis
 
 bench-passthrough: all
 	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so bench/passthrough
