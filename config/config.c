@@ -274,6 +274,12 @@ static int cfg_load(struct xs_config *cfg, xs_cfg_getenv_fn get, void *ctx,
 	}
 	if (cfg->rules[0]) {
 		rc = xs_rules_load(&cfg->rule_set, cfg->rules, err, errlen);
+		if (rc && rc != -EINVAL && rc != -E2BIG) {
+			char cause[XS_CFG_ERR_MAX];
+
+			snprintf(cause, sizeof(cause), "%s", err);
+			snprintf(err, errlen, "XSOCK_RULES: %s", cause);
+		}
 		if (rc)
 			return rc;
 		for (i = 0; i < cfg->rule_set.nr_sets; i++) {

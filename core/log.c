@@ -10,7 +10,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -20,6 +22,19 @@
 
 int xs_log_cur = XS_LOG_OFF;
 static atomic_int log_fd = STDERR_FILENO;
+
+/*
+ * What the log's fd referred to when it was opened. An fd can be closed
+ * behind the library's back (glibc's closefrom() makes the system call
+ * directly) and its number reused by the application: before each line the
+ * fd is checked against this identity, so a log line never lands in the
+ * application's own file, pipe or socket.
+ */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static dev_t log_dev;	     /* protected by log_lock */
+static ino_t log_ino;	     /* protected by log_lock */
+static const char *log_path; /* NULL: stderr */
+static bool log_stderr_was_socket;
 
 static const char log_letters[] = "-EWIDT";
 
@@ -38,6 +53,68 @@ static void log_write(int fd, const char *buf, size_t len)
 		buf += n;
 		len -= (size_t)n;
 	}
+}
+
+static void log_remember(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0) {
+		log_dev = st.st_dev;
+		log_ino = st.st_ino;
+		if (fd == STDERR_FILENO)
+			log_stderr_was_socket = S_ISSOCK(st.st_mode);
+	}
+}
+
+/* Open the log file on a high, close-on-exec fd; -1 on failure. */
+static int log_open(const char *path)
+{
+	struct rlimit rl;
+	int fd, high, low = 64;
+
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	/* Keep clear of the low numbers the application will be handed. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256)
+		low = (int)(rl.rlim_cur > 4096 ? 4096 : rl.rlim_cur) - 64;
+	high = xs_real.fcntl ? xs_real.fcntl(fd, F_DUPFD_CLOEXEC, low) : -1;
+	if (high >= 0) {
+		xs_real.close(fd);
+		fd = high;
+	}
+	return fd;
+}
+
+/*
+ * The fd to write a line to, or -1. A log file whose fd now refers to
+ * something else is reopened; stderr that was replaced by a socket it was
+ * not at start (a closed stderr whose number a connection took) is skipped.
+ */
+static int log_checked_fd(void)
+{
+	struct stat st;
+	int fd;
+
+	pthread_mutex_lock(&log_lock);
+	fd = atomic_load(&log_fd);
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == log_dev &&
+	    st.st_ino == log_ino)
+		goto out_unlock;
+	if (!log_path) {
+		if (fd < 0 || fstat(fd, &st) != 0 ||
+		    (S_ISSOCK(st.st_mode) && !log_stderr_was_socket))
+			fd = -1;
+		goto out_unlock;
+	}
+	fd = log_open(log_path);
+	atomic_store(&log_fd, fd);
+	if (fd >= 0)
+		log_remember(fd);
+out_unlock:
+	pthread_mutex_unlock(&log_lock);
+	return fd;
 }
 
 void xs_log_emit(int level, const char *module, const char *fmt, ...)
@@ -63,35 +140,32 @@ void xs_log_emit(int level, const char *module, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	log_write(atomic_load(&log_fd), line, (size_t)n);
+	log_write(log_checked_fd(), line, (size_t)n);
 	errno = saved;
 }
 
 int xs_log_init(const struct xs_config *cfg)
 {
-	struct rlimit rl;
-	int fd, high, low = 64;
+	int fd;
 
 	xs_log_cur = (int)cfg->log_level;
-	if (cfg->log_level == XS_LOG_OFF || cfg->log_path[0] == '\0')
+	if (cfg->log_level == XS_LOG_OFF)
 		return 0;
-	fd = open(cfg->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-		  0600);
+	if (cfg->log_path[0] == '\0') {
+		log_remember(STDERR_FILENO);
+		return 0;
+	}
+	fd = log_open(cfg->log_path);
 	if (fd < 0) {
 		int rc = -errno;
 
+		log_remember(STDERR_FILENO);
 		xs_err("log", "cannot open log file %s: %s; logging to stderr",
 		       cfg->log_path, strerror(-rc));
 		return rc;
 	}
-	/* Keep clear of the low numbers the application will be handed. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256)
-		low = (int)(rl.rlim_cur > 4096 ? 4096 : rl.rlim_cur) - 64;
-	high = xs_real.fcntl ? xs_real.fcntl(fd, F_DUPFD_CLOEXEC, low) : -1;
-	if (high >= 0) {
-		xs_real.close(fd);
-		fd = high;
-	}
+	log_path = cfg->log_path;
+	log_remember(fd);
 	atomic_store(&log_fd, fd);
 	return 0;
 }
@@ -121,7 +195,17 @@ void xs_log_fd_closed(int fd)
 {
 	int expected = fd;
 
-	/* A plain load first: close() of any fd lands here. */
-	if (atomic_load_explicit(&log_fd, memory_order_relaxed) == fd)
+	/* A plain load first: close() of any fd lands here. stderr is
+	 * judged by its identity at the next line instead. */
+	if (fd != STDERR_FILENO &&
+	    atomic_load_explicit(&log_fd, memory_order_relaxed) == fd)
 		atomic_compare_exchange_strong(&log_fd, &expected, -1);
+}
+
+void xs_log_fd_closed_range(unsigned int first, unsigned int last)
+{
+	int fd = atomic_load_explicit(&log_fd, memory_order_relaxed);
+
+	if (fd >= 0 && (unsigned int)fd >= first && (unsigned int)fd <= last)
+		xs_log_fd_closed(fd);
 }

@@ -53,7 +53,10 @@ void xs_log_emit(int level, const char *module, const char *fmt, ...)
  * @cfg: loaded configuration
  *
  * A log file is opened O_APPEND and moved to a high, close-on-exec fd so
- * that it does not take a number the application expects to get.
+ * that it does not take a number the application expects to get. Before
+ * each line the fd's identity is checked: a log file closed behind the
+ * library's back is reopened, and a line is never written into an fd the
+ * application has since been given.
  *
  * Return: 0, or a negative errno when the file cannot be opened (logging
  *         then goes to stderr).
@@ -72,10 +75,17 @@ void xs_log_config_error(const char *msg);
  * xs_log_fd_closed() - tell the logger that the application closed @fd
  * @fd: fd number being closed or replaced
  *
- * If it is the log's fd (stderr included), logging stops writing to it, so
- * a later socket that reuses the number never receives log lines. A dup2()
- * onto stderr replaces stderr and is not reported here.
+ * If it is the log file's fd, the file is reopened at the next line, so a
+ * later socket that reuses the number never receives log lines. stderr is
+ * checked by identity before each line instead.
  */
 void xs_log_fd_closed(int fd);
+
+/**
+ * xs_log_fd_closed_range() - xs_log_fd_closed() for close_range()
+ * @first: lowest fd closed
+ * @last:  highest fd closed (inclusive)
+ */
+void xs_log_fd_closed_range(unsigned int first, unsigned int last);
 
 #endif /* XS_CORE_LOG_H */

@@ -144,7 +144,8 @@ void xs_sock_put(struct xs_sock *s)
 	XS_ASSERT(old > 0);
 	if (old != 1)
 		return;
-	xs_stats_inc(decided[xs_sock_kind(s)]);
+	if (xs_sock_kind(s) == XS_KIND_PENDING)
+		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
 	pthread_mutex_lock(&sock_pool_lock);
 	s->next_free = sock_free_list;
 	sock_free_list = s;
@@ -176,6 +177,7 @@ static void sock_set_kind(struct xs_sock *s, enum xs_fd_kind kind, int reason)
 	if (old == kind)
 		return;
 	s->reason = reason;
+	xs_stats_inc(decided[kind]);
 	if (reason != XS_FB_NONE)
 		xs_stats_inc(fallback[reason]);
 	atomic_store_explicit(&s->kind, kind, memory_order_release);

@@ -15,7 +15,7 @@
 struct xs_stats xs_stats;
 
 static const char *const stats_kind_names[XS_KIND__COUNT] = {
-	[XS_KIND_PENDING] = "undecided",
+	[XS_KIND_PENDING] = "undecided", /* closed before connect/listen */
 	[XS_KIND_TCP] = "tcp",
 	[XS_KIND_LISTEN] = "listen",
 	[XS_KIND_RDMA] = "rdma",
@@ -29,6 +29,9 @@ void xs_stats_dump(void)
 	int fd, i, saved = errno;
 
 	if (!cfg || cfg->stats == XS_STATS_OFF || !xs_real.write)
+		return;
+	/* Processes that never made a stream socket (a shell, ls) stay quiet. */
+	if (atomic_load(&xs_stats.sockets) == 0)
 		return;
 	off += (size_t)snprintf(buf + off, sizeof(buf) - off,
 				"xsock stats pid %d (%s): %lu stream sockets\n",

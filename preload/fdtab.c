@@ -39,7 +39,7 @@ void xs_fdtab_fini(void)
 
 	if (!fdtab.chunks)
 		return;
-	xs_fdtab_remove_range(0, ~0u);
+	xs_fdtab_remove_range(0, ~0u, NULL);
 	for (i = 0; i < fdtab.nr_chunks; i++)
 		free(atomic_load(&fdtab.chunks[i]));
 	free(fdtab.chunks);
@@ -170,24 +170,63 @@ void xs_fdtab_restore(int fd, struct xs_sock *s)
 		xs_sock_put(s);
 }
 
-void xs_fdtab_remove_range(unsigned int first, unsigned int last)
+/*
+ * Visit the occupied slots of [first, last], skipping unallocated chunks.
+ * With @remove, each entry is taken out: stored in @out while @cap allows,
+ * released otherwise. Without, entries are only counted.
+ */
+static size_t fdtab_walk(unsigned int first, unsigned int last, bool remove,
+			 struct xs_fdtab_removed *out, size_t cap)
 {
-	size_t fd, end, ci;
+	size_t fd, end, ci, n = 0;
+	fdtab_slot *chunk;
+	struct xs_sock *s;
 
 	if (fdtab.nr_fds == 0 || first >= fdtab.nr_fds || first > last)
-		return;
+		return 0;
 	end = (size_t)last < fdtab.nr_fds ? (size_t)last : fdtab.nr_fds - 1;
-	for (fd = first; fd <= end;) {
+	for (fd = first; fd <= end; fd++) {
 		ci = fd / XS_FDTAB_CHUNK;
-		if (!atomic_load_explicit(&fdtab.chunks[ci],
-					  memory_order_acquire)) {
-			fd = (ci + 1) *
-			     XS_FDTAB_CHUNK; /* skip the whole chunk */
+		chunk = atomic_load_explicit(&fdtab.chunks[ci],
+					     memory_order_acquire);
+		if (!chunk) {
+			fd = (ci + 1) * XS_FDTAB_CHUNK - 1; /* next chunk */
 			continue;
 		}
-		xs_sock_put(xs_fdtab_remove((int)fd));
-		fd++;
+		if (!remove) {
+			n += atomic_load_explicit(&chunk[fd % XS_FDTAB_CHUNK],
+						  memory_order_relaxed) != NULL;
+			continue;
+		}
+		s = xs_fdtab_remove((int)fd);
+		if (!s)
+			continue;
+		if (n < cap) {
+			out[n].fd = (int)fd;
+			out[n].s = s;
+			n++;
+		} else {
+			xs_sock_put(s);
+			n += out == NULL;
+		}
 	}
+	return n;
+}
+
+size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
+			     struct xs_fdtab_removed **out)
+{
+	size_t cap;
+
+	if (!out)
+		return fdtab_walk(first, last, true, NULL, 0);
+	*out = NULL;
+	/* Entries other threads add meanwhile are released, not restored. */
+	cap = fdtab_walk(first, last, false, NULL, 0);
+	if (cap == 0)
+		return 0;
+	*out = calloc(cap, sizeof(**out));
+	return fdtab_walk(first, last, true, *out, *out ? cap : 0);
 }
 
 void xs_fdtab_lock(void)

@@ -73,14 +73,26 @@ struct xs_sock *xs_fdtab_remove(int fd);
  */
 void xs_fdtab_restore(int fd, struct xs_sock *s);
 
+/* One entry taken out of the table by xs_fdtab_remove_range(). */
+struct xs_fdtab_removed {
+	int fd;
+	struct xs_sock *s; /* the table's reference */
+};
+
 /**
- * xs_fdtab_remove_range() - remove and release every entry in [@first, @last]
+ * xs_fdtab_remove_range() - remove every entry in [@first, @last]
  * @first: lowest fd number
  * @last:  highest fd number (inclusive; may exceed the table)
+ * @out:   if not NULL, receives a malloc'ed array of what was removed, so
+ *         a failed close_range() can put it back (xs_fdtab_restore());
+ *         if NULL, or if the array cannot be allocated (*@out is then
+ *         NULL), every reference is dropped here
  *
  * Walks only the allocated chunks, so close_range(3, ~0U) costs little.
+ * Return: the number of entries in *@out, or removed when @out is NULL.
  */
-void xs_fdtab_remove_range(unsigned int first, unsigned int last);
+size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
+			     struct xs_fdtab_removed **out);
 
 /**
  * xs_fdtab_lock() / xs_fdtab_unlock() - hold fdtab.lock across fork()

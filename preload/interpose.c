@@ -9,6 +9,7 @@
  */
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -126,12 +127,29 @@ XS_EXPORT int close(int fd)
 
 XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+	struct xs_fdtab_removed *removed;
+	size_t i, n;
+	int rc;
+
 	if (!xs_enter() || (flags & CLOSE_RANGE_CLOEXEC) || first > last)
 		return XS_CALL(close_range, first, last, flags);
 	if (!xs_real.close_range)
 		return xs_no_symbol();
-	xs_fdtab_remove_range(first, last);
-	return XS_CALL(close_range, first, last, flags);
+	/* Remove before close; a failed call closed nothing: put them back. */
+	n = xs_fdtab_remove_range(first, last, &removed);
+	rc = XS_CALL(close_range, first, last, flags);
+	XS_SAVE_ERRNO({
+		for (i = 0; removed && i < n; i++) {
+			if (rc < 0)
+				xs_fdtab_restore(removed[i].fd, removed[i].s);
+			else
+				xs_sock_put(removed[i].s);
+		}
+		free(removed);
+		if (rc == 0)
+			xs_log_fd_closed_range(first, last);
+	});
+	return rc;
 }
 
 /* Give @nfd, a fresh duplicate of the fd behind @s, the same socket. */

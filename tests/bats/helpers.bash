@@ -5,9 +5,10 @@
 # Every helper that waits has a deadline; nothing sleeps blindly.
 
 XSOCK_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+XS_PY=$(command -v /usr/bin/python3 || command -v python3)
 XSOCK_LIB=${XSOCK_LIB:-$XSOCK_ROOT/build/libxsock.so}
 XSOCK_TOOLS=${XSOCK_TOOLS:-$XSOCK_ROOT/build/tools}
-export XSOCK_ROOT XSOCK_LIB XSOCK_TOOLS
+export XSOCK_ROOT XSOCK_LIB XSOCK_TOOLS XS_PY
 
 # Default per-test timeout (bats 1.8 honours BATS_TEST_TIMEOUT).
 export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
@@ -19,7 +20,7 @@ with_xsock() {
 
 # free_port: print a TCP port on 127.0.0.1 that is free right now.
 free_port() {
-	python3 - <<'PY'
+	"$XS_PY" - <<'PY'
 import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))

@@ -155,7 +155,7 @@ XT_TEST(remove_range_across_chunks)
 		s[i] = new_sock();
 		XT_ASSERT_EQ(xs_fdtab_insert(fds[i], s[i]), 0);
 	}
-	xs_fdtab_remove_range(4, 9000);
+	XT_ASSERT_EQ(xs_fdtab_remove_range(4, 9000, NULL), 3);
 	XT_ASSERT(xs_fdtab_get(3) == s[1]);
 	xs_sock_put(s[1]);
 	XT_ASSERT(xs_fdtab_get(4095) == NULL);
@@ -163,12 +163,27 @@ XT_TEST(remove_range_across_chunks)
 	XT_ASSERT(xs_fdtab_get(9000) == NULL);
 	XT_ASSERT_EQ(refs(s[2]), 0);
 	XT_ASSERT_EQ(refs(s[4]), 0);
-	xs_fdtab_remove_range(3, ~0u); /* close_range(3, ~0U) */
+	{
+		struct xs_fdtab_removed *r;
+
+		/* close_range(3, ~0U) that fails: everything comes back */
+		XT_ASSERT_EQ(xs_fdtab_remove_range(3, ~0u, &r), 3);
+		XT_ASSERT(r != NULL);
+		XT_ASSERT_EQ(r[0].fd, 3);
+		XT_ASSERT_EQ(r[2].fd, 20479);
+		XT_ASSERT(xs_fdtab_get(3) == NULL);
+		for (i = 0; i < 3; i++)
+			xs_fdtab_restore(r[i].fd, r[i].s);
+		free(r);
+		XT_ASSERT(xs_fdtab_get(20000) == s[5]);
+		xs_sock_put(s[5]);
+	}
+	XT_ASSERT_EQ(xs_fdtab_remove_range(3, ~0u, NULL), 3);
 	XT_ASSERT(xs_fdtab_get(0) == s[0]);
 	xs_sock_put(s[0]);
 	XT_ASSERT_EQ(refs(s[5]), 0);
 	XT_ASSERT_EQ(refs(s[6]), 0);
-	xs_fdtab_remove_range(10, 5); /* reversed: nothing */
+	XT_ASSERT_EQ(xs_fdtab_remove_range(10, 5, NULL), 0); /* reversed */
 	XT_ASSERT_EQ(refs(s[0]), 1);
 }
 
@@ -266,7 +281,7 @@ XT_TEST(concurrent_insert_get_remove)
 			xs_sock_put(seen[i]);
 		}
 	}
-	xs_fdtab_remove_range(0, RACE_FDS);
+	xs_fdtab_remove_range(0, RACE_FDS, NULL);
 	for (i = 0; i < RACE_FDS; i++)
 		if (seen[i])
 			XT_ASSERT_EQ(refs(seen[i]), 0);
