@@ -1,0 +1,197 @@
+#!/usr/bin/env bats
+# Smoke tests of the Soft-RoCE fabric itself: if these fail, nothing that
+# runs on top of it (xsock's RDMA tests) can pass.  Run them through the
+# runner, in either topology:
+#
+#   tests/softroce/run --topology one -- bats --tap tests/softroce/smoke.bats
+#
+# The "server" side of each tool runs through xs-remote: on guest A in
+# topology two, in the same guest (device XS_DEV_A) in topology one.  The
+# client starts once the server's listener shows up (rdma res / ss), and is
+# retried within a deadline all the same; servers are stopped in teardown.
+# Figures are printed as TAP comments ("# ...").
+
+setup_file()
+{
+	[[ -n "${XS_AGENT:-}" && -n "${XS_REMOTE:-}" ]] ||
+		skip "run under tests/softroce/run (XS_AGENT is not set)"
+	export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
+}
+
+setup()
+{
+	# A port per test, so a server left over by a failed test cannot
+	# answer the next one.
+	port=$((20000 + RANDOM % 10000))
+	servers=()
+	# Two guests share two host cores, so every packet waits for a qemu
+	# I/O thread (about 0.3-3 ms a round trip): fewer iterations there.
+	iters=1000
+	[[ "$XS_TOPOLOGY" != two ]] || iters=200
+}
+
+teardown()
+{
+	local name
+	for name in "${servers[@]}"; do
+		"$XS_REMOTE" --kill "$name" --signal KILL >/dev/null 2>&1 || true
+	done
+}
+
+# remote_bg NAME CMD... - start CMD on the server side, stopped in teardown.
+remote_bg()
+{
+	local name=$1
+	shift
+	# Line-buffered, so the log is readable while the server runs.
+	"$XS_REMOTE" --bg "$name" stdbuf -oL -eL "$@" >/dev/null
+	servers+=("$name")
+}
+
+# retry_for SECONDS CMD... - run CMD until it succeeds or SECONDS pass; the
+# last attempt's output is kept in $output and its status in $status (and
+# printed if it failed).
+retry_for()
+{
+	local secs=$1 end tries=0
+	shift
+	end=$((SECONDS + secs))
+	while :; do
+		run "$@"
+		tries=$((tries + 1))
+		((status == 0)) && return 0
+		if ((SECONDS >= end)); then
+			printf 'retry_for: %d attempts in %ds, last status %d: %s\n%s\n' \
+				"$tries" "$secs" "$status" "$*" "$output" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# server_ready NAME rdma|tcp - wait (30 s at most) until server NAME
+# listens on $port: an rdma_cm id in state LISTEN, or a TCP socket (the
+# exchange channel of ibv_rc_pingpong).  A client that comes too early is
+# not always refused cleanly (ib_send_lat can crash in librdmacm, or wedge
+# the server), so the client starts only then.
+server_ready()
+{
+	local probe
+	case "$2" in
+	rdma) probe="rdma res show cm_id | grep -qE 'state LISTEN .*:$port( |\$)'" ;;
+	tcp) probe="ss -Hltn 'sport = :$port' | grep -q LISTEN" ;;
+	esac
+	if ! "$XS_REMOTE" --timeout 30 bash -c "until $probe; do sleep 0.1; done"; then
+		echo "server_ready: $1 does not listen on $2 port $port; its log:" >&2
+		cat "$XS_RUN_DIR/remote/$1.log" >&2
+		return 1
+	fi
+}
+
+# note TEXT - a figure for the TAP stream.
+note() { echo "# $*" >&3; }
+
+# gid_index DEV IPV4 - index of the RoCE v2 GID of IPV4 on DEV port 1.
+gid_index()
+{
+	local dev=$1 addr=$2 want g i a b c d
+	IFS=. read -r a b c d <<<"$addr"
+	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+	for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		i=${g##*/}
+		[[ "$(<"$g")" == "$want" ]] || continue
+		[[ "$(<"/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i")" == "RoCE v2" ]] || continue
+		echo "$i"
+		return 0
+	done
+	echo "no RoCE v2 GID for $addr on $dev" >&2
+	return 1
+}
+
+# rx_packets - packets received by the client's data link (0 in host mode).
+rx_packets()
+{
+	case "$XS_TOPOLOGY" in
+	one) cat /sys/class/net/veth1/statistics/rx_packets ;;
+	two) cat /sys/class/net/eth0/statistics/rx_packets ;;
+	*) echo 0 ;;
+	esac
+}
+
+@test "fabric: both Soft-RoCE ports are ACTIVE" {
+	run ibv_devinfo -d "$XS_DEV_B"
+	((status == 0))
+	[[ "$output" == *"PORT_ACTIVE"* ]]
+	run "$XS_REMOTE" ibv_devinfo -d "$XS_DEV_A"
+	((status == 0))
+	[[ "$output" == *"PORT_ACTIVE"* ]]
+	note "topology $XS_TOPOLOGY: server $XS_DEV_A $XS_ADDR_A, client $XS_DEV_B $XS_ADDR_B"
+}
+
+@test "rping: 10 verified RDMA pings between the two addresses" {
+	local before after n
+	before=$(rx_packets)
+	remote_bg rping rping -s -a "$XS_ADDR_A" -p "$port" -C 10 -v -V
+	server_ready rping rdma
+	retry_for 30 timeout 30 rping -c -a "$XS_ADDR_A" -p "$port" -C 10 -v -V
+	echo "$output"
+	((status == 0))
+	# -V verifies every payload; -v prints it: ten distinct, in order.
+	n=$(grep -c '^ping data: rdma-ping-[0-9]*: ' <<<"$output")
+	((n == 10))
+	[[ "$output" == *"rdma-ping-9: JKLMNOPQRSTUVWXYZ"* ]]
+	# The server saw the same ten and exited cleanly.
+	run "$XS_REMOTE" --wait rping --timeout 20
+	((status == 0))
+	servers=()
+	n=$(grep -c '^server ping data: rdma-ping-' "$XS_RUN_DIR/remote/rping.log")
+	((n == 10))
+	after=$(rx_packets)
+	if [[ "$XS_TOPOLOGY" != host ]]; then
+		# The traffic crossed the link between the two devices.
+		((after > before))
+	fi
+	note "rping: 10/10 pings verified, $((after - before)) packets received on the client link"
+}
+
+@test "ibv_rc_pingpong: RC send/recv between the two devices (RoCE v2 GIDs)" {
+	local gid_a gid_b line mbit
+	gid_b=$(gid_index "$XS_DEV_B" "$XS_ADDR_B")
+	gid_a=$("$XS_REMOTE" bash -c "$(declare -f gid_index); gid_index $XS_DEV_A $XS_ADDR_A")
+	[[ "$gid_a" =~ ^[0-9]+$ && "$gid_b" =~ ^[0-9]+$ ]]
+	remote_bg pingpong ibv_rc_pingpong -d "$XS_DEV_A" -g "$gid_a" -p "$port" -n "$iters"
+	server_ready pingpong tcp
+	retry_for 30 timeout 60 ibv_rc_pingpong -d "$XS_DEV_B" -g "$gid_b" \
+		-p "$port" -n "$iters" "$XS_ADDR_A"
+	echo "$output"
+	((status == 0))
+	# 4096-byte messages, $iters iterations each way.
+	line=$(grep -E "^$((4096 * 2 * iters)) bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec\$" <<<"$output")
+	grep -qE "^$iters iters in [0-9.]+ seconds = [0-9.]+ usec/iter\$" <<<"$output"
+	mbit=$(awk '{ print $(NF - 1) }' <<<"$line")
+	awk -v m="$mbit" 'BEGIN { exit !(m > 0) }'
+	[[ "$output" == *"GID ::ffff:$XS_ADDR_A"* ]]
+	run "$XS_REMOTE" --wait pingpong --timeout 20
+	((status == 0))
+	servers=()
+	note "ibv_rc_pingpong: 4096 B x $iters: $mbit Mbit/s (gid $gid_b -> $gid_a)"
+}
+
+@test "ib_send_lat -R: 64 B send latency over rdma_cm" {
+	local row typical tmin
+	remote_bg send_lat ib_send_lat -R -d "$XS_DEV_A" -s 64 -n "$iters" -p "$port"
+	server_ready send_lat rdma
+	retry_for 30 timeout 60 ib_send_lat -R -d "$XS_DEV_B" -s 64 -n "$iters" \
+		-p "$port" "$XS_ADDR_A"
+	echo "$output"
+	((status == 0))
+	# #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
+	row=$(awk -v n="$iters" '$1 == 64 && $2 == n && NF >= 9' <<<"$output")
+	[[ -n "$row" ]]
+	read -r _ _ tmin _ typical _ <<<"$row"
+	awk -v t="$typical" -v m="$tmin" 'BEGIN { exit !(t > 0 && m > 0 && t >= m) }'
+	run "$XS_REMOTE" --wait send_lat --timeout 20
+	((status == 0))
+	servers=()
+	note "ib_send_lat -R 64 B x $iters: typical $typical us, min $tmin us"
+}
