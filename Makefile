@@ -31,7 +31,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*
 
 .SECONDARY:
 
-.PHONY: all check test check-deps check-unit check-bats check-softroce \
+.PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
 	debug asan install uninstall clean lint format bench-passthrough demo
 
 all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS)
@@ -82,6 +82,7 @@ check: check-deps
 	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap tests/bats
+	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
 	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
 	$(Q)tests/summary $(B)/test-logs
 
@@ -99,6 +100,9 @@ check-bats: all
 
 check-softroce: all
 	$(Q)tests/softroce/check
+
+check-asan:
+	$(Q)tests/asan-tier
 
 # --- variants ----------------------------------------------------------------
 debug:
