@@ -28,13 +28,14 @@ CORE_OBJS := $(filter $(B)/obj/core/%,$(LIB_OBJS))
 
 TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
+RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
 
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
 	debug asan install uninstall clean lint format bench-passthrough demo
 
-all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS)
+all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
 
 # The exported names come from the same list as the real-function table.
 $(B)/libxsock.map: core/real_syms.def
@@ -66,6 +67,17 @@ $(B)/unit/%: $(B)/obj/tests/unit/%.o $(UNIT_DEPS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(SAN) -o $@ $^ -ldl -lpthread -libverbs -lrdmacm
+
+# Programs that drive core/ on real verbs, run in the Soft-RoCE tier.
+$(B)/rdma/%: $(B)/obj/tests/rdma/%.o $(CFG_OBJS) $(CORE_OBJS)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(SAN) -o $@ $^ -ldl -lpthread -libverbs -lrdmacm
+
+$(B)/obj/tests/rdma/%.o: tests/rdma/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS_BASE) -Wno-missing-prototypes -c -o $@ $<
 
 $(B)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(@D)

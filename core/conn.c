@@ -1,0 +1,533 @@
+/*
+ * core/conn.c - RC connection setup over rdma_cm (see conn.h).
+ *
+ * Owns devices (verbs context, PD, pool: opened on first use, kept for the
+ * life of the process), the client handshake (resolve address and route,
+ * QP, connect with our hello, validate the peer's), and the listener (one
+ * rdma_cm id per listening socket; requests whose hello does not validate
+ * are rejected, the listener keeps serving). It does not own the stream
+ * protocol. Context: any thread; a connection is used by one thread at a
+ * time (the socket's locks), the device list has its own mutex. Every wait
+ * is a poll(2) on a non-blocking CM channel with a deadline.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "xs_core.h"
+
+static pthread_mutex_t dev_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct xs_dev *dev_list; /* protected by dev_list_lock */
+
+/* The opened device for @verbs: PD and pool made on first use. */
+static struct xs_dev *conn_dev_get(struct ibv_context *verbs, size_t pool_bytes,
+				   int *rc)
+{
+	struct xs_dev *d;
+
+	pthread_mutex_lock(&dev_list_lock);
+	for (d = dev_list; d; d = d->next)
+		if (d->verbs == verbs)
+			goto out_unlock;
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		*rc = -ENOMEM;
+		goto out_unlock;
+	}
+	d->verbs = verbs;
+	d->pd = ibv_alloc_pd(verbs);
+	if (!d->pd) {
+		*rc = errno ? -errno : -ENOMEM; /* libibverbs: NULL, errno */
+		free(d);
+		d = NULL;
+		goto out_unlock;
+	}
+	*rc = xs_pool_init(&d->pool, &xs_pool_verbs_ops, d->pd, pool_bytes);
+	if (*rc) {
+		ibv_dealloc_pd(d->pd);
+		free(d);
+		d = NULL;
+		goto out_unlock;
+	}
+	d->next = dev_list;
+	dev_list = d;
+	xs_dbg("conn", "device %s opened, pool limit %zu bytes",
+	       ibv_get_device_name(verbs->device), pool_bytes);
+out_unlock:
+	pthread_mutex_unlock(&dev_list_lock);
+	return d;
+}
+
+static int conn_set_nonblock(int fd)
+{
+	int fl = xs_real.fcntl(fd, F_GETFL);
+
+	if (fl < 0 || xs_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static int64_t conn_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Next CM event of @ch before @deadline_ms; -ETIMEDOUT when none came. */
+static int conn_next_event(struct rdma_event_channel *ch, int64_t deadline_ms,
+			   struct rdma_cm_event **ev)
+{
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+	int64_t left;
+
+	for (;;) {
+		if (rdma_get_cm_event(ch, ev) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno; /* librdmacm: -1 and errno */
+		left = deadline_ms - conn_now_ms();
+		if (left <= 0) {
+			xs_dbg("conn", "no CM event before the deadline");
+			return -ETIMEDOUT;
+		}
+		if (xs_real.poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* The connect(2)-style errno for an unexpected CM event. */
+static int conn_event_errno(enum rdma_cm_event_type type)
+{
+	switch (type) {
+	case RDMA_CM_EVENT_REJECTED:
+		return -ECONNREFUSED;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return -EHOSTUNREACH;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return -ECONNABORTED;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return -ENODEV;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* Wait for @want; any other event is the error it stands for. */
+static int conn_expect(struct rdma_event_channel *ch,
+		       enum rdma_cm_event_type want, int64_t deadline_ms,
+		       struct rdma_cm_event **ev)
+{
+	int rc = conn_next_event(ch, deadline_ms, ev);
+
+	if (rc)
+		return rc;
+	if ((*ev)->event == want)
+		return 0;
+	rc = conn_event_errno((*ev)->event);
+	xs_dbg("conn", "expected %s, got %s (status %d)", rdma_event_str(want),
+	       rdma_event_str((*ev)->event), (*ev)->status);
+	rdma_ack_cm_event(*ev);
+	return rc;
+}
+
+/*
+ * Address resolution waits for the neighbour (ARP) entry. The kernel
+ * retries a pending resolution when a neighbour update arrives, or else
+ * only when the request's timeout expires; on the veth topology of the
+ * Soft-RoCE tier the update does not wake it (measured: a first connect
+ * after boot stayed pending for the whole 20 s timeout although ARP had
+ * completed). So resolve in short steps, each ending in ADDR_RESOLVED or
+ * ADDR_ERROR, and try again until the caller's deadline.
+ */
+#define CONN_RESOLVE_STEP_MS 250
+
+static int conn_resolve_addr(struct xs_conn *c, const struct sockaddr *dst,
+			     int64_t deadline)
+{
+	struct rdma_cm_event *ev;
+	int64_t left;
+	int rc;
+
+	for (;;) {
+		left = deadline - conn_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)dst,
+				      (int)(left < CONN_RESOLVE_STEP_MS
+						    ? left
+						    : CONN_RESOLVE_STEP_MS)))
+			return -errno; /* librdmacm: -1 and errno */
+		rc = conn_expect(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline,
+				 &ev);
+		if (rc == 0) {
+			rdma_ack_cm_event(ev);
+			return 0;
+		}
+		if (rc != -EHOSTUNREACH)
+			return rc;
+	}
+}
+
+static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
+{
+	c->local.version = XS_WIRE_VERSION;
+	c->local.flags = p->max_rndv ? XS_HELLO_F_RNDV : 0;
+	c->local.credits = p->credits;
+	c->local.eager_size = p->eager_size;
+	c->local.max_rndv = p->max_rndv;
+	c->local.conn_id = (uint64_t)(uintptr_t)c ^ (uint64_t)conn_now_ms();
+}
+
+/* CQ, completion channel, QP and the receive ring on c->id. */
+static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
+{
+	struct ibv_context *verbs = c->id->verbs;
+	struct ibv_qp_init_attr attr;
+	uint32_t inline_max = p->inline_max;
+	unsigned int i;
+	int rc = 0;
+
+	c->dev = conn_dev_get(verbs, p->pool_bytes, &rc);
+	if (!c->dev)
+		return rc;
+	c->cc = ibv_create_comp_channel(verbs);
+	if (!c->cc)
+		return -errno;
+	rc = conn_set_nonblock(c->cc->fd);
+	if (rc)
+		return rc;
+	c->cq = ibv_create_cq(verbs, 2 * p->credits + 16, c, c->cc, 0);
+	if (!c->cq)
+		return -errno;
+	/* Ask for the inline size we want; devices refuse what they lack. */
+	for (;;) {
+		memset(&attr, 0, sizeof(attr));
+		attr.send_cq = c->cq;
+		attr.recv_cq = c->cq;
+		attr.qp_type = IBV_QPT_RC;
+		attr.cap.max_send_wr = p->credits + 16u;
+		attr.cap.max_recv_wr = p->credits;
+		attr.cap.max_send_sge = 1;
+		attr.cap.max_recv_sge = 1;
+		attr.cap.max_inline_data = inline_max;
+		if (rdma_create_qp(c->id, c->dev->pd, &attr) == 0)
+			break;
+		if (inline_max == 0)
+			return -errno;
+		inline_max /= 2;
+	}
+	c->max_inline = attr.cap.max_inline_data;
+	c->rx = calloc(p->credits, sizeof(*c->rx));
+	if (!c->rx)
+		return -ENOMEM;
+	for (i = 0; i < p->credits; i++) {
+		rc = xs_pool_alloc(&c->dev->pool, p->eager_size, &c->rx[i]);
+		if (rc)
+			return rc;
+		c->nr_rx++;
+		rc = xs_conn_repost_recv(c, i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void conn_param(struct rdma_conn_param *param, const void *hello)
+{
+	memset(param, 0, sizeof(*param));
+	param->private_data = hello;
+	param->private_data_len = XS_WIRE_HELLO_LEN;
+	param->responder_resources = 1;
+	param->initiator_depth = 1;
+	param->retry_count = 7;
+	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
+}
+
+int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
+		    const struct xs_conn_params *p)
+{
+	int64_t deadline = conn_now_ms() + p->timeout_ms;
+	uint8_t hello[XS_WIRE_HELLO_LEN];
+	struct rdma_conn_param param;
+	struct rdma_cm_event *ev;
+	struct xs_conn *c;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	xs_tls_depth++;
+	c->ch = rdma_create_event_channel();
+	if (!c->ch) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	rc = conn_set_nonblock(c->ch->fd);
+	if (rc)
+		goto out_destroy;
+	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	rc = conn_resolve_addr(c, dst, deadline);
+	if (rc)
+		goto out_destroy;
+	xs_dbg("conn", "address resolved");
+	if (rdma_resolve_route(c->id, p->timeout_ms)) {
+		rc = -errno; /* ENODEV at once for loopback */
+		goto out_destroy;
+	}
+	rc = conn_expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
+	if (rc)
+		goto out_destroy;
+	rdma_ack_cm_event(ev);
+	xs_dbg("conn", "route resolved");
+	rc = conn_setup_qp(c, p);
+	if (rc)
+		goto out_destroy;
+	conn_fill_hello(c, p);
+	xs_wire_hello_encode(&c->local, hello);
+	conn_param(&param, hello);
+	if (rdma_connect(c->id, &param)) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	xs_dbg("conn", "connect request sent");
+	rc = conn_expect(c->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	if (rc)
+		goto out_destroy;
+	rc = xs_wire_hello_decode(ev->param.conn.private_data,
+				  ev->param.conn.private_data_len, &c->peer);
+	rdma_ack_cm_event(ev);
+	if (rc) {
+		rc = -EPROTO; /* an rdma_cm server that is not xsock */
+		goto out_destroy;
+	}
+	xs_tls_depth--;
+	*out = c;
+	return 0;
+
+out_destroy:
+	xs_tls_depth--;
+	xs_conn_destroy(c);
+	return rc;
+}
+
+void xs_conn_destroy(struct xs_conn *c)
+{
+	unsigned int i;
+
+	if (!c)
+		return;
+	xs_tls_depth++;
+	if (c->id && c->id->qp) {
+		rdma_disconnect(c->id);
+		rdma_destroy_qp(c->id);
+	}
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	if (c->cc)
+		ibv_destroy_comp_channel(c->cc);
+	for (i = 0; i < c->nr_rx; i++)
+		xs_pool_free(&c->dev->pool, &c->rx[i]);
+	free(c->rx);
+	if (c->id)
+		rdma_destroy_id(c->id);
+	if (c->ch)
+		rdma_destroy_event_channel(c->ch);
+	xs_tls_depth--;
+	free(c);
+}
+
+int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
+		       int backlog, const struct xs_conn_params *p)
+{
+	struct xs_listener *l;
+	int rc;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->params = *p;
+	xs_tls_depth++;
+	l->ch = rdma_create_event_channel();
+	if (!l->ch) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	rc = conn_set_nonblock(l->ch->fd);
+	if (rc)
+		goto out_destroy;
+	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l->id, (struct sockaddr *)local) ||
+	    rdma_listen(l->id, backlog)) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	xs_tls_depth--;
+	*out = l;
+	return 0;
+
+out_destroy:
+	xs_tls_depth--;
+	xs_listener_destroy(l);
+	return rc;
+}
+
+int xs_listener_fd(const struct xs_listener *l)
+{
+	return l->ch->fd;
+}
+
+/* A connection request: validate, set up and accept, or reject. */
+static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *cid = ev->id;
+	uint8_t hello[XS_WIRE_HELLO_LEN];
+	struct rdma_conn_param param;
+	struct xs_hello peer;
+	struct xs_conn *c;
+	int rc;
+
+	rc = xs_wire_hello_decode(ev->param.conn.private_data,
+				  ev->param.conn.private_data_len, &peer);
+	rdma_ack_cm_event(ev);
+	if (rc) {
+		l->nr_rejected++;
+		xs_log_once(XS_LOG_INFO, "conn",
+			    "rejected an rdma_cm request without a valid xsock "
+			    "hello (%s)",
+			    rc == -ENOPROTOOPT ? "not xsock" : "malformed");
+		rdma_reject(cid, NULL, 0);
+		rdma_destroy_id(cid);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto out_reject;
+	c->id = cid;
+	c->peer = peer;
+	cid->context = c;
+	if (conn_setup_qp(c, &l->params))
+		goto out_reject;
+	conn_fill_hello(c, &l->params);
+	xs_wire_hello_encode(&c->local, hello);
+	conn_param(&param, hello);
+	if (rdma_accept(cid, &param) == 0)
+		return; /* ESTABLISHED comes on the listener's channel */
+out_reject:
+	rdma_reject(cid, NULL, 0);
+	if (c) {
+		c->id = NULL;
+		if (cid->qp)
+			rdma_destroy_qp(cid);
+		xs_conn_destroy(c);
+	}
+	rdma_destroy_id(cid);
+}
+
+int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
+		       int timeout_ms)
+{
+	int64_t deadline = conn_now_ms() + timeout_ms;
+	struct rdma_cm_event *ev;
+	struct xs_conn *c;
+	int rc;
+
+	xs_tls_depth++;
+	for (;;) {
+		rc = conn_next_event(l->ch, deadline, &ev);
+		if (rc == -ETIMEDOUT)
+			rc = -EAGAIN;
+		if (rc)
+			break;
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			listener_request(l, ev);
+			continue;
+		}
+		if (ev->id == l->id) {
+			rdma_ack_cm_event(ev); /* listener-level event */
+			continue;
+		}
+		c = ev->id->context;
+		if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+			/* a pending connection failed before it was ours */
+			rdma_ack_cm_event(ev);
+			xs_conn_destroy(c);
+			continue;
+		}
+		rdma_ack_cm_event(ev);
+		/* From now on its events go to its own channel. */
+		c->ch = rdma_create_event_channel();
+		if (!c->ch || conn_set_nonblock(c->ch->fd) ||
+		    rdma_migrate_id(c->id, c->ch)) {
+			xs_conn_destroy(c);
+			continue;
+		}
+		*out = c;
+		rc = 0;
+		break;
+	}
+	xs_tls_depth--;
+	return rc;
+}
+
+void xs_listener_destroy(struct xs_listener *l)
+{
+	if (!l)
+		return;
+	xs_tls_depth++;
+	if (l->id)
+		rdma_destroy_id(l->id);
+	if (l->ch)
+		rdma_destroy_event_channel(l->ch);
+	xs_tls_depth--;
+	free(l);
+}
+
+int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
+		      const struct xs_buf *b, uint64_t wr_id)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)buf,
+		.length = len,
+		.lkey = b ? b->lkey : 0,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	if (len <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	else if (!b)
+		return -EINVAL;
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
+int xs_conn_repost_recv(struct xs_conn *c, unsigned int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)c->rx[i].addr,
+		.length = (uint32_t)c->rx[i].size,
+		.lkey = c->rx[i].lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = i,
+		.sg_list = &sge,
+		.num_sge = 1,
+	}, *bad;
+
+	return -ibv_post_recv(c->id->qp, &wr, &bad); /* verbs: +errno */
+}

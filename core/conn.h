@@ -1,0 +1,145 @@
+/*
+ * core/conn.h - RC connections: rdma_cm setup with the xsock handshake.
+ *
+ * A connection is one RC QP with its own CQ and completion channel (the
+ * channel's fd is what waits sleep on), a ring of receive buffers from the
+ * device's registered pool, and the two hellos exchanged in the CM private
+ * data (core/proto.h). Setup only: the stream protocol (eager, rendezvous,
+ * credits) drives these objects from the transport.
+ *
+ * Errors follow the kernel's connect(2)/accept(2) vocabulary, so a caller
+ * can fall back to kernel TCP with a reason:
+ *   -ENODEV        no RDMA device serves the address (loopback, no route)
+ *   -ECONNREFUSED  the peer rejected (no rdma_cm listener: not xsock)
+ *   -ETIMEDOUT     resolution or handshake took longer than the timeout
+ *   -EHOSTUNREACH  RDMA_CM_EVENT_UNREACHABLE / ADDR_ERROR
+ *   -EPROTO        the peer's hello failed validation
+ */
+#ifndef XS_CORE_CONN_H
+#define XS_CORE_CONN_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdint.h>
+
+#include "pool.h"
+#include "proto.h"
+
+/* What one side offers in its hello. */
+struct xs_conn_params {
+	uint16_t credits;    /* receive buffers posted, XS_WIRE_*_CREDITS */
+	uint32_t eager_size; /* bytes per receive buffer */
+	uint32_t inline_max; /* requested max_inline_data, bytes */
+	uint32_t max_rndv;   /* 0: no rendezvous */
+	int timeout_ms;	     /* resolution and handshake budget */
+	size_t pool_bytes;   /* pool limit when the device is first opened */
+};
+
+/* One opened device: verbs context, PD and registered pool. */
+struct xs_dev {
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct xs_pool pool;
+	struct xs_dev *next;
+};
+
+struct xs_conn {
+	struct rdma_event_channel *ch; /* this connection's CM events */
+	struct rdma_cm_id *id;
+	struct xs_dev *dev;
+	struct ibv_comp_channel *cc; /* completion channel: fd to sleep on */
+	struct ibv_cq *cq;
+	struct xs_buf *rx; /* receive ring, nr_rx buffers, wr_id = index */
+	unsigned int nr_rx;
+	uint32_t max_inline;   /* what the QP really granted */
+	struct xs_hello local; /* what we announced */
+	struct xs_hello peer;  /* what the peer announced (validated) */
+};
+
+struct xs_listener {
+	struct rdma_event_channel *ch; /* its fd is readable on a request */
+	struct rdma_cm_id *id;
+	struct xs_conn_params params;
+	uint64_t nr_rejected; /* requests whose hello failed validation */
+};
+
+/**
+ * xs_conn_connect() - open an RC connection to @dst with the xsock hello
+ * @out: the established connection, on success
+ * @dst: AF_INET or AF_INET6 destination
+ * @p:   what to offer; p->timeout_ms bounds the whole setup
+ *
+ * Context: blocks (in poll(2) on the CM channel) up to p->timeout_ms.
+ * Return: 0 or a negative errno from the list in this header.
+ */
+int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
+		    const struct xs_conn_params *p);
+
+/**
+ * xs_conn_destroy() - disconnect and release everything of @c
+ * @c: connection; NULL is ignored
+ */
+void xs_conn_destroy(struct xs_conn *c);
+
+/**
+ * xs_listener_create() - listen with rdma_cm on @local (RDMA_PS_TCP)
+ * @out:     the listener
+ * @local:   address and port, as bound by the kernel TCP listener
+ * @backlog: as for listen(2)
+ * @p:       what accepted connections offer
+ * Return: 0, -ENODEV when no RDMA device serves @local, -EADDRINUSE, or
+ *         another negative errno of rdma_bind_addr/rdma_listen.
+ */
+int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
+		       int backlog, const struct xs_conn_params *p);
+
+/**
+ * xs_listener_fd() - the fd that becomes readable when a CM event waits
+ * @l: listener
+ * Return: the event channel's fd (non-blocking).
+ */
+int xs_listener_fd(const struct xs_listener *l);
+
+/**
+ * xs_listener_accept() - handle the listener's pending CM events
+ * @l:          listener
+ * @out:        an established connection, when one completes
+ * @timeout_ms: how long to wait for events; 0 never blocks
+ *
+ * A request whose hello fails validation is rejected (and counted in
+ * l->nr_rejected); the listener goes on serving others.
+ *
+ * Return: 0 with *@out set; -EAGAIN when nothing completed in time; or a
+ *         negative errno of the listener itself.
+ */
+int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
+		       int timeout_ms);
+
+/**
+ * xs_listener_destroy() - stop listening; pending requests are rejected
+ * @l: listener; NULL is ignored
+ */
+void xs_listener_destroy(struct xs_listener *l);
+
+/**
+ * xs_conn_post_send() - post one message from a pool buffer or inline
+ * @c:    connection
+ * @buf:  message bytes (header + payload); when it fits max_inline it is
+ *        copied into the WQE (IBV_SEND_INLINE), else it must lie in @b
+ * @len:  bytes
+ * @b:    the pool buffer holding @buf, or NULL for an inline send
+ * @wr_id: returned in the completion
+ * Return: 0, or the negative errno of ibv_post_send.
+ */
+int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
+		      const struct xs_buf *b, uint64_t wr_id);
+
+/**
+ * xs_conn_repost_recv() - give receive buffer @i back to the QP
+ * @c: connection
+ * @i: ring index (a receive completion's wr_id)
+ * Return: 0, or the negative errno of ibv_post_recv.
+ */
+int xs_conn_repost_recv(struct xs_conn *c, unsigned int i);
+
+#endif /* XS_CORE_CONN_H */

@@ -1,0 +1,304 @@
+/*
+ * tests/rdma/conn_probe.c - core/conn.c on real verbs (Soft-RoCE tier).
+ *
+ *   conn_probe server ADDR PORT N     accept N xsock connections; echo one
+ *                                     DATA message on each; print what was
+ *                                     accepted and how many were rejected
+ *   conn_probe client ADDR PORT [SIZE] connect, send one DATA message of
+ *                                     SIZE bytes, check the echo
+ *   conn_probe hostile ADDR PORT KIND raw rdma_cm connect with a bad hello
+ *                                     (KIND: none, garbage, version,
+ *                                     credits, eager, tail); expect a reject
+ *   conn_probe refused ADDR PORT      connect where nothing listens
+ *
+ * Prints one line per fact, "key=value" where tests compare values. Exit
+ * status 0 when every expectation held.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../core/conn.h"
+#include "../../core/xs_core.h"
+
+static struct xs_conn_params params = {
+	.credits = 32,
+	.eager_size = 4096,
+	.inline_max = 256,
+	.max_rndv = 1u << 20,
+	.timeout_ms = 20000,
+	.pool_bytes = 16u << 20,
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void die(const char *what, int rc)
+{
+	printf("error: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
+	exit(1);
+}
+
+static struct sockaddr_in addr_of(const char *ip, const char *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
+		die("bad address", EINVAL);
+	sin.sin_port = htons((uint16_t)atoi(port));
+	return sin;
+}
+
+/* Wait for one completion of @c (sleeping on its completion channel). */
+static int wait_wc(struct xs_conn *c, struct ibv_wc *wc, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = c->cc->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *ctx;
+	int n;
+
+	for (;;) {
+		n = ibv_poll_cq(c->cq, 1, wc);
+		if (n < 0)
+			return -EIO;
+		if (n == 1)
+			return wc->status == IBV_WC_SUCCESS ? 0 : -EIO;
+		if (ibv_req_notify_cq(c->cq, 0))
+			return -EIO;
+		n = ibv_poll_cq(c->cq, 1, wc); /* no wakeup lost in between */
+		if (n == 1)
+			return wc->status == IBV_WC_SUCCESS ? 0 : -EIO;
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		if (ibv_get_cq_event(c->cc, &cq, &ctx) == 0)
+			ibv_ack_cq_events(cq, 1);
+	}
+}
+
+/* Receive one message; returns its ring index, decoded into @m. */
+static int recv_msg(struct xs_conn *c, struct xs_msg *m)
+{
+	struct ibv_wc wc;
+	int rc;
+
+	do {
+		rc = wait_wc(c, &wc, 10000);
+		if (rc)
+			return rc;
+	} while (wc.opcode != IBV_WC_RECV);
+	rc = xs_wire_msg_decode(c->rx[wc.wr_id].addr, wc.byte_len,
+				c->local.eager_size, c->local.max_rndv, m);
+	return rc ? rc : (int)wc.wr_id;
+}
+
+/* Send DATA carrying @len bytes of @payload from a pool buffer. */
+static int send_data(struct xs_conn *c, const void *payload, uint32_t len)
+{
+	struct xs_msg m = { .type = XS_MSG_DATA, .len = len };
+	struct xs_buf b;
+	struct ibv_wc wc;
+	int rc;
+
+	rc = xs_pool_alloc(&c->dev->pool, XS_WIRE_MSG_LEN + len, &b);
+	if (rc)
+		return rc;
+	xs_wire_msg_encode(&m, b.addr);
+	memcpy((char *)b.addr + XS_WIRE_MSG_LEN, payload, len);
+	rc = xs_conn_post_send(c, b.addr, XS_WIRE_MSG_LEN + len, &b, 1);
+	while (rc == 0) {
+		rc = wait_wc(c, &wc, 10000);
+		if (rc == 0 && wc.opcode == IBV_WC_SEND)
+			break;
+	}
+	xs_pool_free(&c->dev->pool, &b);
+	return rc;
+}
+
+static int do_server(const char *ip, const char *port, int n)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	struct xs_listener *l;
+	int rc, served = 0;
+
+	rc = xs_listener_create(&l, (struct sockaddr *)&sin, 16, &params);
+	if (rc)
+		die("listen", rc);
+	printf("listening\n");
+	fflush(stdout);
+	while (served < n) {
+		struct xs_conn *c;
+		struct xs_msg m;
+		int i;
+
+		rc = xs_listener_accept(l, &c, 30000);
+		if (rc)
+			die("accept", rc);
+		printf("accepted peer_credits=%u peer_eager=%u peer_rndv=%u "
+		       "inline=%u\n",
+		       c->peer.credits, c->peer.eager_size, c->peer.max_rndv,
+		       c->max_inline);
+		i = recv_msg(c, &m);
+		if (i < 0)
+			die("recv", i);
+		rc = send_data(c, (char *)c->rx[i].addr + XS_WIRE_MSG_LEN,
+			       m.len);
+		if (rc)
+			die("echo", rc);
+		xs_conn_repost_recv(c, (unsigned int)i);
+		printf("echoed bytes=%u\n", m.len);
+		fflush(stdout);
+		/* wait for the client to go before tearing down */
+		recv_msg(c, &m);
+		xs_conn_destroy(c);
+		served++;
+	}
+	printf("rejected=%llu\n", (unsigned long long)l->nr_rejected);
+	xs_listener_destroy(l);
+	return 0;
+}
+
+static int do_client(const char *ip, const char *port, uint32_t size)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	struct xs_conn *c;
+	struct xs_msg m;
+	char *payload;
+	double t0;
+	uint32_t k;
+	int rc, i;
+
+	payload = malloc(size);
+	for (k = 0; k < size; k++)
+		payload[k] = (char)(k * 7 + 3);
+	t0 = now_us();
+	rc = xs_conn_connect(&c, (struct sockaddr *)&sin, &params);
+	if (rc)
+		die("connect", rc);
+	printf("connected peer_credits=%u peer_eager=%u setup_ms=%.1f\n",
+	       c->peer.credits, c->peer.eager_size, (now_us() - t0) / 1e3);
+	t0 = now_us();
+	rc = send_data(c, payload, size);
+	if (rc)
+		die("send", rc);
+	i = recv_msg(c, &m);
+	if (i < 0)
+		die("recv", i);
+	printf("echo bytes=%u match=%s rtt_us=%.0f\n", m.len,
+	       m.len == size && memcmp((char *)c->rx[i].addr + XS_WIRE_MSG_LEN,
+				       payload, size) == 0
+		       ? "yes"
+		       : "no",
+	       now_us() - t0);
+	m = (struct xs_msg){ .type = XS_MSG_FIN };
+	{
+		uint8_t fin[XS_WIRE_MSG_LEN];
+		struct ibv_wc wc;
+
+		xs_wire_msg_encode(&m, fin);
+		if (xs_conn_post_send(c, fin, sizeof(fin), NULL, 2) == 0)
+			wait_wc(c, &wc, 5000);
+	}
+	xs_conn_destroy(c);
+	free(payload);
+	return 0;
+}
+
+static int do_refused(const char *ip, const char *port)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	struct xs_conn *c;
+	double t0 = now_us();
+	int rc;
+
+	rc = xs_conn_connect(&c, (struct sockaddr *)&sin, &params);
+	printf("connect=%s ms=%.0f\n", rc == 0 ? "ok" : strerrorname_np(-rc),
+	       (now_us() - t0) / 1e3);
+	if (rc == 0)
+		xs_conn_destroy(c);
+	return 0;
+}
+
+/* A plain rdma_cm client with a bad (or no) hello. */
+static int do_hostile(const char *ip, const char *port, const char *kind)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	struct xs_hello h = { .credits = 8, .eager_size = 4096 };
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param param = { .retry_count = 7 };
+	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC };
+	uint8_t pd[XS_WIRE_PRIVATE_DATA_MAX] = { 0 };
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+
+	xs_wire_hello_encode(&h, pd);
+	param.private_data = pd;
+	param.private_data_len = XS_WIRE_HELLO_LEN;
+	if (strcmp(kind, "none") == 0)
+		param.private_data_len = 0;
+	else if (strcmp(kind, "garbage") == 0)
+		memset(pd, 0xa5, sizeof(pd));
+	else if (strcmp(kind, "version") == 0)
+		pd[4] = 99;
+	else if (strcmp(kind, "credits") == 0)
+		pd[6] = 0xff;
+	else if (strcmp(kind, "eager") == 0)
+		pd[8] = 0xff;
+	else if (strcmp(kind, "tail") == 0) {
+		pd[50] = 1;
+		param.private_data_len = sizeof(pd);
+	} else {
+		die("unknown hostile kind", EINVAL);
+	}
+	if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 5000) ||
+	    rdma_get_cm_event(ch, &ev) || rdma_ack_cm_event(ev) ||
+	    rdma_resolve_route(id, 5000) || rdma_get_cm_event(ch, &ev) ||
+	    rdma_ack_cm_event(ev))
+		die("resolve", errno);
+	cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+	attr.send_cq = attr.recv_cq = cq;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	if (!cq || rdma_create_qp(id, NULL, &attr) ||
+	    rdma_connect(id, &param) || rdma_get_cm_event(ch, &ev))
+		die("connect", errno);
+	printf("hostile %s: %s\n", kind, rdma_event_str(ev->event));
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	ibv_destroy_cq(cq);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char missing[64];
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	xs_log_cur = XS_LOG_DEBUG; /* core/ explains itself on stderr */
+	if (xs_real_resolve(missing, sizeof(missing)))
+		die(missing, ENOENT);
+	if (argc >= 5 && strcmp(argv[1], "server") == 0)
+		return do_server(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 4 && strcmp(argv[1], "client") == 0)
+		return do_client(argv[2], argv[3],
+				 argc > 4 ? (uint32_t)atoi(argv[4]) : 100);
+	if (argc >= 4 && strcmp(argv[1], "refused") == 0)
+		return do_refused(argv[2], argv[3]);
+	if (argc >= 5 && strcmp(argv[1], "hostile") == 0)
+		return do_hostile(argv[2], argv[3], argv[4]);
+	fprintf(stderr, "usage: see the top of tests/rdma/conn_probe.c\n");
+	return 2;
+}

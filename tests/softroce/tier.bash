@@ -1,0 +1,111 @@
+# tests/softroce/tier.bash - helpers shared by the bats files of the
+# Soft-RoCE tier (`load tier`): per-test ports, servers started on the
+# server side through xs-remote and stopped in teardown, readiness waits
+# with deadlines, figures as TAP comments.
+
+setup_file()
+{
+	[[ -n "${XS_AGENT:-}" && -n "${XS_REMOTE:-}" ]] ||
+		skip "run under tests/softroce/run (XS_AGENT is not set)"
+	export BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
+}
+
+setup()
+{
+	# A port per test, so a server left over by a failed test cannot
+	# answer the next one.
+	port=$((20000 + RANDOM % 10000))
+	servers=()
+	# Two guests share two host cores, so every packet waits for a qemu
+	# I/O thread (about 0.3-3 ms a round trip): fewer iterations there.
+	iters=1000
+	[[ "$XS_TOPOLOGY" != two ]] || iters=200
+}
+
+teardown()
+{
+	local name
+	for name in "${servers[@]}"; do
+		"$XS_REMOTE" --kill "$name" --signal KILL >/dev/null 2>&1 || true
+	done
+}
+
+# remote_bg NAME CMD... - start CMD on the server side, stopped in teardown.
+remote_bg()
+{
+	local name=$1
+	shift
+	# Line-buffered, so the log is readable while the server runs.
+	"$XS_REMOTE" --bg "$name" stdbuf -oL -eL "$@" >/dev/null
+	servers+=("$name")
+}
+
+# retry_for SECONDS CMD... - run CMD until it succeeds or SECONDS pass; the
+# last attempt's output is kept in $output and its status in $status (and
+# printed if it failed).
+retry_for()
+{
+	local secs=$1 end tries=0
+	shift
+	end=$((SECONDS + secs))
+	while :; do
+		run "$@"
+		tries=$((tries + 1))
+		((status == 0)) && return 0
+		if ((SECONDS >= end)); then
+			printf 'retry_for: %d attempts in %ds, last status %d: %s\n%s\n' \
+				"$tries" "$secs" "$status" "$*" "$output" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+# server_ready NAME rdma|tcp - wait (30 s at most) until server NAME
+# listens on $port: an rdma_cm id in state LISTEN, or a TCP socket (the
+# exchange channel of ibv_rc_pingpong).  A client that comes too early is
+# not always refused cleanly (ib_send_lat can crash in librdmacm, or wedge
+# the server), so the client starts only then.
+server_ready()
+{
+	local probe
+	case "$2" in
+	rdma) probe="rdma res show cm_id | grep -qE 'state LISTEN .*:$port( |\$)'" ;;
+	tcp) probe="ss -Hltn 'sport = :$port' | grep -q LISTEN" ;;
+	esac
+	if ! "$XS_REMOTE" --timeout 30 bash -c "until $probe; do sleep 0.1; done"; then
+		echo "server_ready: $1 does not listen on $2 port $port; its log:" >&2
+		cat "$XS_RUN_DIR/remote/$1.log" >&2
+		return 1
+	fi
+}
+
+# note TEXT - a figure for the TAP stream.
+note() { echo "# $*" >&3; }
+
+# gid_index DEV IPV4 - index of the RoCE v2 GID of IPV4 on DEV port 1.
+gid_index()
+{
+	local dev=$1 addr=$2 want g i a b c d
+	IFS=. read -r a b c d <<<"$addr"
+	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")
+	for g in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		i=${g##*/}
+		[[ "$(<"$g")" == "$want" ]] || continue
+		[[ "$(<"/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i")" == "RoCE v2" ]] || continue
+		echo "$i"
+		return 0
+	done
+	echo "no RoCE v2 GID for $addr on $dev" >&2
+	return 1
+}
+
+# rx_packets - packets received by the client's data link (0 in host mode).
+rx_packets()
+{
+	case "$XS_TOPOLOGY" in
+	one) cat /sys/class/net/veth1/statistics/rx_packets ;;
+	two) cat /sys/class/net/eth0/statistics/rx_packets ;;
+	*) echo 0 ;;
+	esac
+}
