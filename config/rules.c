@@ -139,6 +139,24 @@ static int rules_parse_ports(struct rules_cursor *c, size_t at, const char *s,
 	return 0;
 }
 
+/*
+ * An IPv4-mapped IPv6 rule (::ffff:a.b.c.d/96+n) is the IPv4 rule
+ * a.b.c.d/n: sockets' mapped addresses are matched as IPv4 too.
+ */
+static void rules_unmap_v4(struct xs_rule *r)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0,	0,
+					      0, 0, 0, 0, 0xff, 0xff };
+
+	if (r->family != AF_INET6 || r->prefix < 96 ||
+	    memcmp(r->addr, v4mapped, sizeof(v4mapped)) != 0)
+		return;
+	memmove(r->addr, r->addr + 12, 4);
+	memset(r->addr + 4, 0, 12);
+	r->family = AF_INET;
+	r->prefix -= 96;
+}
+
 /* ADDRESS[/PREFIX]:PORT[-PORT] */
 static int rules_parse_endpoint(struct rules_cursor *c, size_t start,
 				size_t flen, struct xs_rule *r)
@@ -208,6 +226,7 @@ static int rules_parse_endpoint(struct rules_cursor *c, size_t start,
 						   max_prefix);
 			r->prefix = (unsigned int)prefix;
 		}
+		rules_unmap_v4(r);
 	}
 	return rules_parse_ports(c, start + (size_t)(colon - f) + 1, colon + 1,
 				 flen - (size_t)(colon - f) - 1, r);
@@ -391,7 +410,8 @@ int xs_rules_load(struct xs_rules *rules, const char *path, char *err,
 	ssize_t n;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path,
+		  O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO never blocks */
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: cannot open rules file: %s", path,
@@ -407,6 +427,12 @@ int xs_rules_load(struct xs_rules *rules, const char *path, char *err,
 		rc = -EISDIR;
 		snprintf(err, errlen, "%s: is a directory, not a rules file",
 			 path);
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		/* A FIFO, tty or device could block or never end. */
+		rc = -ENXIO;
+		snprintf(err, errlen, "%s: not a regular file", path);
 		goto out_close;
 	}
 	buf = malloc(RULES_FILE_MAX + 1);

@@ -183,7 +183,8 @@ int xs_rules_parse(struct xs_rules *rules, const char *path, const char *buf,
  * @path: file to read (at most 4 MiB)
  *
  * Return: as xs_rules_parse(), or the negative errno of open/read, -EFBIG
- *         for a file over 4 MiB.
+ *         for a file over 4 MiB, -ENXIO for anything but a regular file (a
+ *         FIFO or device could block or never end).
  */
 int xs_rules_load(struct xs_rules *rules, const char *path, char *err,
 		  size_t errlen);

@@ -13,4 +13,8 @@
  */
 void xs_dev_fork_child(void);
 
+/* dev_lock around fork(): see xs_core_atfork_prepare(). */
+void xs_dev_lock(void);
+void xs_dev_unlock(void);
+
 #endif /* XS_CORE_CORE_INT_H */

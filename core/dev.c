@@ -54,8 +54,17 @@ out_unlock:
 	return usable;
 }
 
+void xs_dev_lock(void)
+{
+	pthread_mutex_lock(&dev_lock);
+}
+
+void xs_dev_unlock(void)
+{
+	pthread_mutex_unlock(&dev_lock);
+}
+
 void xs_dev_fork_child(void)
 {
-	pthread_mutex_init(&dev_lock, NULL);
 	dev_count = -1;
 }

@@ -34,7 +34,11 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static dev_t log_dev;	     /* protected by log_lock */
 static ino_t log_ino;	     /* protected by log_lock */
 static const char *log_path; /* NULL: stderr */
-static bool log_stderr_was_socket;
+
+/* fd 2 as the process had it when the library started. */
+static bool stderr_valid;
+static dev_t stderr_dev;
+static ino_t stderr_ino;
 
 static const char log_letters[] = "-EWIDT";
 
@@ -62,9 +66,15 @@ static void log_remember(int fd)
 	if (fstat(fd, &st) == 0) {
 		log_dev = st.st_dev;
 		log_ino = st.st_ino;
-		if (fd == STDERR_FILENO)
-			log_stderr_was_socket = S_ISSOCK(st.st_mode);
 	}
+}
+
+bool xs_log_stderr_ok(void)
+{
+	struct stat st;
+
+	return stderr_valid && fstat(STDERR_FILENO, &st) == 0 &&
+	       st.st_dev == stderr_dev && st.st_ino == stderr_ino;
 }
 
 /* Open the log file on a high, close-on-exec fd; -1 on failure. */
@@ -73,7 +83,9 @@ static int log_open(const char *path)
 	struct rlimit rl;
 	int fd, high, low = 64;
 
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	/* O_NONBLOCK: a FIFO without a reader fails instead of blocking. */
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK,
+		  0600);
 	if (fd < 0)
 		return -1;
 	/* Keep clear of the low numbers the application will be handed. */
@@ -89,25 +101,21 @@ static int log_open(const char *path)
 
 /*
  * The fd to write a line to, or -1. A log file whose fd now refers to
- * something else is reopened; stderr that was replaced by a socket it was
- * not at start (a closed stderr whose number a connection took) is skipped.
+ * something else is reopened; an fd 2 that is no longer the stderr the
+ * process started with (closed, its number reused) is skipped.
  */
 static int log_checked_fd(void)
 {
 	struct stat st;
 	int fd;
 
+	if (!log_path)
+		return xs_log_stderr_ok() ? STDERR_FILENO : -1;
 	pthread_mutex_lock(&log_lock);
 	fd = atomic_load(&log_fd);
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == log_dev &&
 	    st.st_ino == log_ino)
 		goto out_unlock;
-	if (!log_path) {
-		if (fd < 0 || fstat(fd, &st) != 0 ||
-		    (S_ISSOCK(st.st_mode) && !log_stderr_was_socket))
-			fd = -1;
-		goto out_unlock;
-	}
 	fd = log_open(log_path);
 	atomic_store(&log_fd, fd);
 	if (fd >= 0)
@@ -115,6 +123,16 @@ static int log_checked_fd(void)
 out_unlock:
 	pthread_mutex_unlock(&log_lock);
 	return fd;
+}
+
+void xs_log_lock(void)
+{
+	pthread_mutex_lock(&log_lock);
+}
+
+void xs_log_unlock(void)
+{
+	pthread_mutex_unlock(&log_lock);
 }
 
 void xs_log_emit(int level, const char *module, const char *fmt, ...)
@@ -146,20 +164,21 @@ void xs_log_emit(int level, const char *module, const char *fmt, ...)
 
 int xs_log_init(const struct xs_config *cfg)
 {
+	struct stat st;
 	int fd;
 
-	xs_log_cur = (int)cfg->log_level;
-	if (cfg->log_level == XS_LOG_OFF)
-		return 0;
-	if (cfg->log_path[0] == '\0') {
-		log_remember(STDERR_FILENO);
-		return 0;
+	if (fstat(STDERR_FILENO, &st) == 0) {
+		stderr_valid = true;
+		stderr_dev = st.st_dev;
+		stderr_ino = st.st_ino;
 	}
+	xs_log_cur = (int)cfg->log_level;
+	if (cfg->log_level == XS_LOG_OFF || cfg->log_path[0] == '\0')
+		return 0;
 	fd = log_open(cfg->log_path);
 	if (fd < 0) {
 		int rc = -errno;
 
-		log_remember(STDERR_FILENO);
 		xs_err("log", "cannot open log file %s: %s; logging to stderr",
 		       cfg->log_path, strerror(-rc));
 		return rc;
@@ -173,21 +192,28 @@ int xs_log_init(const struct xs_config *cfg)
 void xs_log_config_error(const char *msg)
 {
 	static atomic_flag done = ATOMIC_FLAG_INIT;
+	static const char tail[] = " (all sockets use kernel TCP)\n";
 	char line[LOG_LINE_MAX];
 	int saved = errno;
-	int n;
+	size_t n = 0, i;
 
 	if (atomic_flag_test_and_set(&done))
 		return;
-	n = snprintf(line, sizeof(line),
-		     "xsock: %s (all sockets use kernel TCP)\n", msg);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line)) {
-		n = (int)sizeof(line) - 1;
-		line[n - 1] = '\n';
+	memcpy(line, "xsock: ", 7);
+	n = 7;
+	/* One line, whatever a path or a rules file holds: escape controls. */
+	for (i = 0; msg[i] && n + 4 + sizeof(tail) < sizeof(line); i++) {
+		unsigned char ch = (unsigned char)msg[i];
+
+		if (ch >= 0x20 && ch != 0x7f)
+			line[n++] = (char)ch;
+		else
+			n += (size_t)snprintf(line + n, sizeof(line) - n,
+					      "\\x%02x", ch);
 	}
-	log_write(STDERR_FILENO, line, (size_t)n);
+	memcpy(line + n, tail, sizeof(tail) - 1);
+	n += sizeof(tail) - 1;
+	log_write(STDERR_FILENO, line, n);
 	errno = saved;
 }
 

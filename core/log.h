@@ -88,4 +88,20 @@ void xs_log_fd_closed(int fd);
  */
 void xs_log_fd_closed_range(unsigned int first, unsigned int last);
 
+/**
+ * xs_log_lock() / xs_log_unlock() - hold the logger's lock across fork()
+ */
+void xs_log_lock(void);
+void xs_log_unlock(void);
+
+/**
+ * xs_log_stderr_ok() - whether fd 2 is still the stderr the process had
+ *                      when the library started (same device and inode)
+ *
+ * An fd 2 that was closed and reused by the application (a data file, a
+ * socket) is not written to.
+ * Return: true when a line may be written to fd 2.
+ */
+bool xs_log_stderr_ok(void);
+
 #endif /* XS_CORE_LOG_H */

@@ -8,7 +8,10 @@
  * Context: any thread; s->lock is taken after fdtab.lock, never before.
  */
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,10 +21,51 @@
 
 static const struct xs_config *core_cfg;
 static bool core_forked; /* set in a forked child; see xs_core_fork_child() */
+static __thread sigset_t core_fork_sigmask; /* mask restored after fork() */
 
-/* Type-stable memory: released sockets wait here to be reused. */
+/*
+ * Type-stable memory: sockets come from mmap'ed slabs and released ones wait
+ * on a free list to be reused; nothing is returned to malloc. The list's
+ * lock is held with every signal blocked, and slabs come from mmap, not
+ * malloc, so socket() and close() stay async-signal-safe as libc's are.
+ */
+#define SOCK_SLAB_BYTES (64u << 10)
+
 static pthread_mutex_t sock_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct xs_sock *sock_free_list; /* protected by sock_pool_lock */
+
+static void sock_pool_lock_all(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+	pthread_mutex_lock(&sock_pool_lock);
+}
+
+static void sock_pool_unlock_all(const sigset_t *old)
+{
+	pthread_mutex_unlock(&sock_pool_lock);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* Carve a new slab onto the free list. Called with sock_pool_lock held. */
+static int sock_slab_grow(void)
+{
+	struct xs_sock *slab;
+	size_t i, n = SOCK_SLAB_BYTES / sizeof(*slab);
+
+	slab = mmap(NULL, SOCK_SLAB_BYTES, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (slab == MAP_FAILED)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		pthread_mutex_init(&slab[i].lock, NULL);
+		slab[i].next_free = sock_free_list;
+		sock_free_list = &slab[i];
+	}
+	return 0;
+}
 
 static const char *const fallback_names[XS_FB__COUNT] = {
 	[XS_FB_NONE] = "none",
@@ -67,8 +111,38 @@ const struct xs_config *xs_core_cfg(void)
 void xs_core_fork_child(void)
 {
 	core_forked = true;
-	pthread_mutex_init(&sock_pool_lock, NULL);
 	xs_dev_fork_child();
+}
+
+void xs_core_atfork_prepare(void)
+{
+	sigset_t all;
+
+	/* Signals stay blocked until parent/child restore them (the
+	 * pool lock's rule); fork() itself blocks them meanwhile too. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &core_fork_sigmask);
+	pthread_mutex_lock(&sock_pool_lock);
+	xs_log_lock();
+	xs_dev_lock();
+}
+
+void xs_core_atfork_parent(void)
+{
+	xs_dev_unlock();
+	xs_log_unlock();
+	pthread_mutex_unlock(&sock_pool_lock);
+	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
+}
+
+void xs_core_atfork_child(void)
+{
+	xs_dev_unlock();
+	xs_log_unlock();
+	pthread_mutex_unlock(&sock_pool_lock);
+	/* The child counts its own sockets, not its parent's again. */
+	memset(&xs_stats, 0, sizeof(xs_stats));
+	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
 }
 
 const char *xs_fallback_name(int reason)
@@ -90,18 +164,17 @@ bool xs_sock_wanted(int domain, int type, int protocol)
 struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 {
 	struct xs_sock *s;
+	sigset_t old;
 
-	pthread_mutex_lock(&sock_pool_lock);
+	sock_pool_lock_all(&old);
+	if (!sock_free_list)
+		sock_slab_grow();
 	s = sock_free_list;
 	if (s)
 		sock_free_list = s->next_free;
-	pthread_mutex_unlock(&sock_pool_lock);
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			return NULL;
-		pthread_mutex_init(&s->lock, NULL);
-	}
+	sock_pool_unlock_all(&old);
+	if (!s)
+		return NULL;
 	s->next_free = NULL;
 	s->reason = XS_FB_NONE;
 	s->domain = domain;
@@ -136,20 +209,21 @@ void xs_sock_get(struct xs_sock *s)
 
 void xs_sock_put(struct xs_sock *s)
 {
-	unsigned int old;
+	unsigned int refs;
+	sigset_t old;
 
 	if (!s)
 		return;
-	old = atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel);
-	XS_ASSERT(old > 0);
-	if (old != 1)
+	refs = atomic_fetch_sub_explicit(&s->refcnt, 1, memory_order_acq_rel);
+	XS_ASSERT(refs > 0);
+	if (refs != 1)
 		return;
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
-	pthread_mutex_lock(&sock_pool_lock);
+	sock_pool_lock_all(&old);
 	s->next_free = sock_free_list;
 	sock_free_list = s;
-	pthread_mutex_unlock(&sock_pool_lock);
+	sock_pool_unlock_all(&old);
 }
 
 enum xs_fallback_reason xs_sock_reason(struct xs_sock *s)
@@ -242,13 +316,35 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 	return XS_FB_NO_TRANSPORT;
 }
 
+/*
+ * Copy the application's address without trusting the pointer: the kernel
+ * answers EFAULT for a bad one, where reading it here would crash. The
+ * copy goes through process_vm_readv(2) on ourselves, which fails cleanly.
+ */
+static bool sock_copy_addr(const struct sockaddr *addr, socklen_t len,
+			   struct sockaddr_storage *out)
+{
+	size_t n = len < sizeof(*out) ? len : sizeof(*out);
+	struct iovec local = { out, n }, remote = { (void *)addr, n };
+
+	memset(out, 0, sizeof(*out));
+	if (!addr || len < sizeof(sa_family_t))
+		return false;
+	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
+	       (ssize_t)n;
+}
+
 int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		    socklen_t len)
 {
+	struct sockaddr_storage copy;
 	int reason;
 
-	if (xs_sock_kind(s) == XS_KIND_PENDING && sock_is_inet(addr, len)) {
-		reason = sock_choose(XS_ROLE_CLIENT, addr, len);
+	if (xs_sock_kind(s) == XS_KIND_PENDING &&
+	    sock_copy_addr(addr, len, &copy) &&
+	    sock_is_inet((struct sockaddr *)&copy, len)) {
+		reason = sock_choose(XS_ROLE_CLIENT, (struct sockaddr *)&copy,
+				     len);
 		pthread_mutex_lock(&s->lock);
 		if (xs_sock_kind(s) == XS_KIND_PENDING)
 			sock_set_kind(s, XS_KIND_TCP, reason);

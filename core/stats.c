@@ -50,14 +50,17 @@ void xs_stats_dump(void)
 		off = sizeof(buf);
 	if (cfg->stats == XS_STATS_FILE) {
 		fd = open(cfg->stats_path,
-			  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+			  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+				  O_NONBLOCK,
+			  0600);
 		if (fd < 0) {
 			errno = saved;
 			return;
 		}
 		(void)!xs_real.write(fd, buf, off);
 		xs_real.close(fd);
-	} else {
+	} else if (xs_log_stderr_ok()) {
+		/* never into a file or socket that took over fd 2 */
 		(void)!xs_real.write(STDERR_FILENO, buf, off);
 	}
 	errno = saved;

@@ -5,10 +5,12 @@
  * counters. The RDMA transport itself (QPs, pool, eager/rendezvous) plugs in
  * behind these calls.
  *
- * Lock order, for the whole library:
- *     fdtab.lock -> sock.lock -> (rdma-core's own locks)
- * Never block, call rdma-core or call back into the application while
- * holding fdtab.lock.
+ * Lock order, for the whole library (the fd table itself is lock-free):
+ *     sock.lock -> (rdma-core's own locks)
+ *     sock_pool_lock, log_lock, dev_lock: leaves, held briefly, never
+ *     around a call into rdma-core or the application.
+ * fork(): pthread_atfork takes every leaf lock in prepare and releases it
+ * in parent and child (xs_core_atfork_*).
  *
  * Return convention: 0, a byte count or a negative errno (libuv, kernel).
  * Wrappers convert with xs_sys_ret() at the boundary; errno is never the
@@ -125,6 +127,17 @@ const struct xs_config *xs_core_cfg(void);
 void xs_core_fork_child(void);
 
 /**
+ * xs_core_atfork_prepare() - take core/'s leaf locks before fork()
+ * xs_core_atfork_parent() - release them in the parent
+ * xs_core_atfork_child() - release them in the child, reset its counters
+ *
+ * Registered with pthread_atfork() by xs_init_once().
+ */
+void xs_core_atfork_prepare(void);
+void xs_core_atfork_parent(void);
+void xs_core_atfork_child(void);
+
+/**
  * xs_sock_wanted() - whether socket(@domain, @type, @protocol) is tracked
  * @domain:   AF_INET or AF_INET6 are candidates
  * @type:     SOCK_STREAM, possibly with SOCK_NONBLOCK/SOCK_CLOEXEC
@@ -237,7 +250,7 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
  * Probes ibv_get_device_list() once per process (and again in a forked
  * child), honouring XSOCK_DEVICE. rdma-core loads its providers here.
  *
- * Context: any thread, not under fdtab.lock; raises the reentrancy depth.
+ * Context: any thread; raises the reentrancy depth.
  * Return: the number of usable devices (0 when none).
  */
 int xs_dev_available(void);

@@ -4,11 +4,15 @@
  * Owns the mapping from application fd numbers to socket objects and the
  * "remove before close" discipline: a slot is cleared before the kernel fd
  * is released, so an fd number reused by a concurrent accept() or open()
- * never sees a stale entry. Lock: fdtab.lock (insert/remove only); lookup
- * is lock-free thanks to the type-stable struct xs_sock.
+ * never sees a stale entry. Lock-free throughout: slots change by atomic
+ * exchange, chunks (mmap'ed, never freed while the process runs) are
+ * published by compare-and-swap, and lookup relies on the type-stable
+ * struct xs_sock. No lock and no malloc, so socket() and close() stay
+ * async-signal-safe, as libc's are, and fork() needs no handler here.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "fdtab.h"
 
@@ -18,8 +22,9 @@ static struct {
 	_Atomic(fdtab_slot *) *chunks; /* nr_chunks pointers, NULL = none yet */
 	size_t nr_chunks;
 	size_t nr_fds;
-	pthread_mutex_t lock;
-} fdtab = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} fdtab;
+
+#define FDTAB_CHUNK_BYTES (XS_FDTAB_CHUNK * sizeof(fdtab_slot))
 
 int xs_fdtab_init(size_t nr_fds)
 {
@@ -41,7 +46,9 @@ void xs_fdtab_fini(void)
 		return;
 	xs_fdtab_remove_range(0, ~0u, NULL);
 	for (i = 0; i < fdtab.nr_chunks; i++)
-		free(atomic_load(&fdtab.chunks[i]));
+		if (atomic_load(&fdtab.chunks[i]))
+			munmap(atomic_load(&fdtab.chunks[i]),
+			       FDTAB_CHUNK_BYTES);
 	free(fdtab.chunks);
 	fdtab.chunks = NULL;
 	fdtab.nr_chunks = 0;
@@ -90,19 +97,26 @@ struct xs_sock *xs_fdtab_get(int fd)
 	}
 }
 
-/* Allocate @fd's chunk if needed. Called with fdtab.lock held. */
+/* @fd's slot, allocating its chunk if needed; NULL when out of memory. */
 static fdtab_slot *fdtab_slot_alloc(int fd)
 {
 	size_t ci = (size_t)fd / XS_FDTAB_CHUNK;
 	fdtab_slot *chunk =
-		atomic_load_explicit(&fdtab.chunks[ci], memory_order_relaxed);
+		atomic_load_explicit(&fdtab.chunks[ci], memory_order_acquire);
+	fdtab_slot *expected = NULL;
 
 	if (!chunk) {
-		chunk = calloc(XS_FDTAB_CHUNK, sizeof(*chunk));
-		if (!chunk)
+		chunk = mmap(NULL, FDTAB_CHUNK_BYTES, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (chunk == MAP_FAILED)
 			return NULL;
-		atomic_store_explicit(&fdtab.chunks[ci], chunk,
-				      memory_order_release);
+		if (!atomic_compare_exchange_strong_explicit(
+			    &fdtab.chunks[ci], &expected, chunk,
+			    memory_order_acq_rel, memory_order_acquire)) {
+			munmap(chunk,
+			       FDTAB_CHUNK_BYTES); /* another thread won */
+			chunk = expected;
+		}
 	}
 	return &chunk[(size_t)fd % XS_FDTAB_CHUNK];
 }
@@ -120,13 +134,11 @@ int xs_fdtab_insert(int fd, struct xs_sock *s)
 		xs_sock_put(s);
 		return -EBADF;
 	}
-	pthread_mutex_lock(&fdtab.lock);
 	slot = fdtab_slot_alloc(fd);
 	if (slot)
 		stale = atomic_exchange_explicit(slot, s, memory_order_acq_rel);
 	else
 		rc = -ENOMEM;
-	pthread_mutex_unlock(&fdtab.lock);
 	if (rc) {
 		xs_sock_put(s);
 		return rc;
@@ -147,9 +159,7 @@ struct xs_sock *xs_fdtab_remove(int fd)
 
 	if (!slot || !atomic_load_explicit(slot, memory_order_relaxed))
 		return NULL;
-	pthread_mutex_lock(&fdtab.lock);
 	s = atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
-	pthread_mutex_unlock(&fdtab.lock);
 	return s;
 }
 
@@ -161,11 +171,8 @@ void xs_fdtab_restore(int fd, struct xs_sock *s)
 
 	if (!s)
 		return;
-	if (slot) {
-		pthread_mutex_lock(&fdtab.lock);
+	if (slot)
 		restored = atomic_compare_exchange_strong(slot, &expected, s);
-		pthread_mutex_unlock(&fdtab.lock);
-	}
 	if (!restored)
 		xs_sock_put(s);
 }
@@ -227,14 +234,4 @@ size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
 		return 0;
 	*out = calloc(cap, sizeof(**out));
 	return fdtab_walk(first, last, true, *out, *out ? cap : 0);
-}
-
-void xs_fdtab_lock(void)
-{
-	pthread_mutex_lock(&fdtab.lock);
-}
-
-void xs_fdtab_unlock(void)
-{
-	pthread_mutex_unlock(&fdtab.lock);
 }

@@ -2,9 +2,10 @@
  * preload/fdtab.h - the fd table: application fd number -> struct xs_sock.
  *
  * A two-level array covering the RLIMIT_NOFILE hard limit read at init,
- * 4,096-entry chunks allocated on demand and published with release stores.
- * Lookups are lock-free (acquire load; NULL means "not ours, pass through");
- * insert and remove take one mutex. Each occupied slot holds one reference.
+ * 4,096-entry chunks allocated on demand and published with compare-and-
+ * swap. Lookup, insert and remove are lock-free (NULL means "not ours, pass
+ * through"), so they are safe in signal handlers and across fork(). Each
+ * occupied slot holds one reference.
  */
 #ifndef XS_PRELOAD_FDTAB_H
 #define XS_PRELOAD_FDTAB_H
@@ -53,7 +54,7 @@ struct xs_sock *xs_fdtab_get(int fd);
  * A stale entry left by an fd closed behind libxsock's back (a raw
  * syscall, fclose of an fdopen'ed socket) is replaced and released.
  *
- * Context: takes fdtab.lock; puts outside it.
+ * Context: any thread or signal handler; lock-free.
  * Return: 0, -EBADF when @fd is beyond the table, -ENOMEM.
  */
 int xs_fdtab_insert(int fd, struct xs_sock *s);
@@ -93,14 +94,5 @@ struct xs_fdtab_removed {
  */
 size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
 			     struct xs_fdtab_removed **out);
-
-/**
- * xs_fdtab_lock() / xs_fdtab_unlock() - hold fdtab.lock across fork()
- *
- * pthread_atfork prepare/parent/child handlers, so the child never inherits
- * a table locked by a thread that does not exist there.
- */
-void xs_fdtab_lock(void);
-void xs_fdtab_unlock(void);
 
 #endif /* XS_PRELOAD_FDTAB_H */

@@ -23,21 +23,6 @@ atomic_bool xs_init_done;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static struct xs_config init_cfg;
 
-static void init_atfork_prepare(void)
-{
-	xs_fdtab_lock();
-}
-
-static void init_atfork_parent(void)
-{
-	xs_fdtab_unlock();
-}
-
-static void init_atfork_child(void)
-{
-	xs_fdtab_unlock();
-}
-
 static size_t init_table_size(void)
 {
 	struct rlimit rl;
@@ -71,8 +56,10 @@ static void init_run(void)
 		xs_err("init", "cannot allocate the fd table: passthrough");
 		goto out;
 	}
-	pthread_atfork(init_atfork_prepare, init_atfork_parent,
-		       init_atfork_child);
+	/* No thread may hold a core/ lock across fork(): the child would
+	 * inherit it locked by a thread that does not exist there. */
+	pthread_atfork(xs_core_atfork_prepare, xs_core_atfork_parent,
+		       xs_core_atfork_child);
 	if (init_cfg.stats != XS_STATS_OFF)
 		atexit(xs_stats_dump);
 	xs_dbg("init", "mode %s, %zu fd slots",

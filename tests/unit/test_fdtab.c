@@ -286,3 +286,42 @@ XT_TEST(concurrent_insert_get_remove)
 		if (seen[i])
 			XT_ASSERT_EQ(refs(seen[i]), 0);
 }
+
+XT_TEST(connect_with_a_bad_address_pointer_is_efault)
+{
+	struct xs_sock *s;
+	int fd;
+
+	setup(16);
+	XT_ASSERT_EQ(xs_real_resolve((char[64]){ 0 }, 64), 0);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	XT_ASSERT(fd >= 0);
+	s = new_sock();
+	/* the kernel's answer, not a crash reading the pointer first */
+	XT_ASSERT_EQ(xs_sock_connect(s, fd, (const struct sockaddr *)16, 16),
+		     -EFAULT);
+	XT_ASSERT_EQ(xs_sock_kind(s), XS_KIND_PENDING);
+	XT_ASSERT_EQ(xs_sock_connect(s, fd, NULL, 0), -EINVAL); /* as the kernel says */
+	xs_sock_put(s);
+	close(fd);
+}
+
+XT_TEST(config_error_is_one_escaped_line)
+{
+	char buf[512];
+	int p[2];
+	ssize_t n;
+
+	XT_ASSERT_EQ(xs_real_resolve((char[64]){ 0 }, 64), 0);
+	XT_ASSERT_EQ(pipe(p), 0);
+	XT_ASSERT_EQ(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	xs_log_config_error("XSOCK_RULES: /tmp/a\nb\x1b[2J: cannot open");
+	xs_log_config_error("a second error is not printed");
+	close(STDERR_FILENO);
+	close(p[1]);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	XT_ASSERT(n > 0);
+	buf[n] = '\0';
+	XT_ASSERT_STREQ(buf, "xsock: XSOCK_RULES: /tmp/a\\x0ab\\x1b[2J: cannot "
+			     "open (all sockets use kernel TCP)\n");
+}

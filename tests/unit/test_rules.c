@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../config/xs_config.h"
 #include "xt.h"
@@ -332,4 +334,43 @@ XT_TEST(shipped_rules_file_parses)
 	XT_ASSERT_EQ(match(&r, "ssh", XS_ROLE_CLIENT, v4("10.0.0.1", 22), &line),
 		     XS_ACTION_TCP);
 	xs_rules_free(&r);
+}
+
+XT_TEST(ipv4_mapped_rule_matches_ipv4_sockets)
+{
+	struct xs_rules r = { 0 };
+
+	XT_ASSERT_EQ(parse(&r, "tcp * client [::ffff:127.0.0.1]/128:*\n"
+			       "tcp * client [::ffff:10.0.0.0]/104:*\n"),
+		     0);
+	XT_ASSERT_EQ(r.rules[0].family, AF_INET);
+	XT_ASSERT_EQ(r.rules[0].prefix, 32);
+	XT_ASSERT_EQ(r.rules[1].prefix, 8);
+	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("::ffff:127.0.0.1", 9), NULL),
+		     XS_ACTION_TCP);
+	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("127.0.0.1", 9), NULL),
+		     XS_ACTION_TCP);
+	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("10.9.9.9", 9), NULL),
+		     XS_ACTION_TCP);
+	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("11.0.0.1", 9), NULL),
+		     XS_ACTION_NONE);
+	xs_rules_free(&r);
+}
+
+XT_TEST(fifo_and_devices_are_refused_without_blocking)
+{
+	char path[] = "/tmp/xs_test_fifo.XXXXXX";
+	struct xs_rules r = { 0 };
+	int fd = mkstemp(path);
+
+	XT_ASSERT(fd >= 0);
+	close(fd);
+	unlink(path);
+	XT_ASSERT_EQ(mkfifo(path, 0600), 0);
+	/* no writer: a blocking open would hang here (the harness times out) */
+	XT_ASSERT_EQ(xs_rules_load(&r, path, err, sizeof(err)), -ENXIO);
+	XT_ASSERT_CONTAINS(err, "not a regular file");
+	unlink(path);
+	XT_ASSERT_EQ(xs_rules_load(&r, "/dev/zero", err, sizeof(err)), -ENXIO);
+	XT_ASSERT_CONTAINS(err, "/dev/zero: not a regular file");
 }
