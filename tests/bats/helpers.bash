@@ -55,3 +55,23 @@ require_rdma() {
 	ibv_devices 2>/dev/null | awk 'NR > 2 && NF' | grep -q . ||
 		skip "no RDMA device"
 }
+
+# no_match GREP-ARGS...: fail, showing the lines, when grep finds any.
+# (A bare "! grep" does not fail a bats test unless it is the last line.)
+no_match() {
+	if grep "$@"; then
+		echo "# unexpected lines above (grep $*)"
+		return 1
+	fi
+}
+
+# Forget every XSOCK_* knob the caller may have exported; keep the paths.
+unset_xsock_env() {
+	local v
+	for v in $(compgen -e XSOCK_); do
+		case $v in
+		XSOCK_LIB | XSOCK_TOOLS | XSOCK_ROOT | XSOCK_PRELOAD_PREFIX) ;;
+		*) unset "$v" ;;
+		esac
+	done
+}

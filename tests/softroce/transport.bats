@@ -66,12 +66,15 @@ server_log() { cat "$XS_RUN_DIR/remote/conn_srv$BATS_TEST_NUMBER.log"; }
 
 SPROBE=build/rdma/stream_probe
 
-# stream_server MODE - start a stream_probe server (sink or echo) on $port.
+# stream_server MODE - start a stream_probe server (sink or echo) on $port;
+# what it writes lands in $SINK_OUT, under the run directory that both
+# guests share (each guest's /tmp is its own).
 stream_server()
 {
 	[[ -x $SPROBE ]] || { echo "$SPROBE not built (make)" >&2; return 1; }
+	SINK_OUT=$XS_RUN_DIR/sink$BATS_TEST_NUMBER.out
 	remote_bg "stream_srv$BATS_TEST_NUMBER" \
-		bash -c "exec $SPROBE $1 $XS_ADDR_A $port >$BATS_RUN_TMPDIR/sink.out"
+		bash -c "exec $SPROBE $1 $XS_ADDR_A $port >$SINK_OUT"
 	server_ready "stream_srv$BATS_TEST_NUMBER" rdma
 }
 
@@ -91,7 +94,7 @@ stream_case()
 	[[ "$output" == "OK $bytes" ]]
 	"$XS_REMOTE" --wait "stream_srv$BATS_TEST_NUMBER" --timeout 60
 	stream_log
-	[[ $(sha256sum <"$in") == $(sha256sum <"$BATS_RUN_TMPDIR/sink.out") ]]
+	[[ $(sha256sum <"$in") == $(sha256sum <"$SINK_OUT") ]]
 	stream_log | grep -q "^sink: sent=[0-9]* received=$bytes "
 	note "stream $bytes B in $chunk B sends: sha256 match; $(grep -o 'inline=.*' <<<"$stderr")"
 }
