@@ -149,6 +149,7 @@ lint:
 		|| { echo "lint: clang-format differences: run make format"; exit 1; }
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config
+	@echo "lint: ok (layering, clang-format, cppcheck)"
 
 format:
 	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch]
