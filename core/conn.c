@@ -1,13 +1,12 @@
 /*
  * core/conn.c - RC connection setup over rdma_cm (see conn.h).
  *
- * Owns devices (verbs context, PD, pool: opened on first use, kept for the
- * life of the process), the client handshake (resolve address and route,
+ * Owns the client handshake (resolve address and route,
  * QP, connect with our hello, validate the peer's), and the listener (one
  * rdma_cm id per listening socket; requests whose hello does not validate
  * are rejected, the listener keeps serving). It does not own the stream
  * protocol. Context: any thread; a connection is used by one thread at a
- * time (the socket's locks), the device list has its own mutex. Every wait
+ * time (the socket's locks); devices come from dev.c. Every wait
  * is a poll(2) on a non-blocking CM channel with a deadline.
  */
 #include <errno.h>
@@ -15,52 +14,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "conn.h"
-#include "xs_core.h"
-
-static pthread_mutex_t dev_list_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct xs_dev *dev_list; /* protected by dev_list_lock */
-
-/* The opened device for @verbs: PD and pool made on first use. */
-static struct xs_dev *conn_dev_get(struct ibv_context *verbs, size_t pool_bytes,
-				   int *rc)
-{
-	struct xs_dev *d;
-
-	pthread_mutex_lock(&dev_list_lock);
-	for (d = dev_list; d; d = d->next)
-		if (d->verbs == verbs)
-			goto out_unlock;
-	d = calloc(1, sizeof(*d));
-	if (!d) {
-		*rc = -ENOMEM;
-		goto out_unlock;
-	}
-	d->verbs = verbs;
-	d->pd = ibv_alloc_pd(verbs);
-	if (!d->pd) {
-		*rc = errno ? -errno : -ENOMEM; /* libibverbs: NULL, errno */
-		free(d);
-		d = NULL;
-		goto out_unlock;
-	}
-	*rc = xs_pool_init(&d->pool, &xs_pool_verbs_ops, d->pd, pool_bytes);
-	if (*rc) {
-		ibv_dealloc_pd(d->pd);
-		free(d);
-		d = NULL;
-		goto out_unlock;
-	}
-	d->next = dev_list;
-	dev_list = d;
-	xs_dbg("conn", "device %s opened, pool limit %zu bytes",
-	       ibv_get_device_name(verbs->device), pool_bytes);
-out_unlock:
-	pthread_mutex_unlock(&dev_list_lock);
-	return d;
-}
+#include "core_int.h"
 
 static int conn_set_nonblock(int fd)
 {
@@ -73,10 +29,7 @@ static int conn_set_nonblock(int fd)
 
 static int64_t conn_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(xs_now_us() / 1000u);
 }
 
 /* Next CM event of @ch before @deadline_ms; -ETIMEDOUT when none came. */
@@ -195,7 +148,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	unsigned int i;
 	int rc = 0;
 
-	c->dev = conn_dev_get(verbs, p->pool_bytes, &rc);
+	c->dev = xs_dev_open(verbs, p->pool_bytes, &rc);
 	if (!c->dev)
 		return rc;
 	c->cc = ibv_create_comp_channel(verbs);

@@ -4,10 +4,41 @@
 #ifndef XS_CORE_CORE_INT_H
 #define XS_CORE_CORE_INT_H
 
+#include <stdint.h>
+#include <time.h>
+
+#include "conn.h"
 #include "xs_core.h"
 
+/*
+ * Monotonic microseconds. Inline: the completion-queue spin reads it in a
+ * tight loop (XSOCK_SPIN_US).
+ */
+static inline uint64_t xs_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /**
- * xs_dev_fork_child() - forget the parent's device probe in a forked child
+ * xs_dev_open() - the opened device for a verbs context
+ * @verbs:      context that rdma_cm resolved
+ * @pool_bytes: pool limit, used when the device is opened here
+ * @rc:         receives the negative errno on failure
+ *
+ * The PD and the registered pool are made on first use and kept for the
+ * life of the process image; a forked child starts with none.
+ * Context: any thread; takes dev_lock.
+ * Return: the device, or NULL with *@rc set.
+ */
+struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
+			   int *rc);
+
+/**
+ * xs_dev_fork_child() - forget the parent's device probe and opened
+ *                       devices in a forked child
  *
  * Context: the child, right after fork(), single-threaded.
  */

@@ -1,20 +1,24 @@
 /*
- * core/dev.c - RDMA device discovery.
+ * core/dev.c - RDMA devices: discovery, and the opened ones.
  *
- * Owns the question "is there a device xsock may use". Devices are probed
+ * Owns the question "is there a device xsock may use" and, per verbs
+ * context, the opened device (PD and registered pool). Devices are probed
  * lazily, on the first socket that the rules let use RDMA, never at load
  * time: LD_PRELOAD is inherited by every child, sh and ls included.
  * Context: any thread; the probe runs once per process image (again in a
  * forked child, which must not trust the parent's verbs context).
  */
 #include <infiniband/verbs.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core_int.h"
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static int dev_count = -1; /* protected by dev_lock; -1: not probed yet */
+static int dev_count = -1;	/* protected by dev_lock; -1: not probed yet */
+static struct xs_dev *dev_list; /* protected by dev_lock */
 
 int xs_dev_available(void)
 {
@@ -54,6 +58,45 @@ out_unlock:
 	return usable;
 }
 
+struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
+			   int *rc)
+{
+	struct xs_dev *d;
+
+	pthread_mutex_lock(&dev_lock);
+	for (d = dev_list; d; d = d->next)
+		if (d->verbs == verbs)
+			goto out_unlock;
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		*rc = -ENOMEM;
+		goto out_unlock;
+	}
+	d->verbs = verbs;
+	d->pd = ibv_alloc_pd(verbs);
+	if (!d->pd) {
+		*rc = errno ? -errno : -ENOMEM; /* libibverbs: NULL, errno */
+		goto out_free;
+	}
+	*rc = xs_pool_init(&d->pool, &xs_pool_verbs_ops, d->pd, pool_bytes);
+	if (*rc)
+		goto out_dealloc_pd;
+	d->next = dev_list;
+	dev_list = d;
+	xs_dbg("dev", "device %s opened, pool limit %zu bytes",
+	       ibv_get_device_name(verbs->device), pool_bytes);
+	goto out_unlock;
+
+out_dealloc_pd:
+	ibv_dealloc_pd(d->pd);
+out_free:
+	free(d);
+	d = NULL;
+out_unlock:
+	pthread_mutex_unlock(&dev_lock);
+	return d;
+}
+
 void xs_dev_lock(void)
 {
 	pthread_mutex_lock(&dev_lock);
@@ -67,4 +110,5 @@ void xs_dev_unlock(void)
 void xs_dev_fork_child(void)
 {
 	dev_count = -1;
+	dev_list = NULL; /* the parent's verbs objects are not ours to use */
 }

@@ -12,10 +12,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core_int.h"
 #include "stream.h"
-#include "xs_core.h"
 
 #define STREAM_CQ_BATCH	    16
 #define STREAM_INLINE_STACK 512 /* bytes: largest inline message built */
@@ -25,14 +24,6 @@
  * wr_id alone tells a send from a receive.
  */
 #define STREAM_WR_SEND (1ull << 32)
-
-static uint64_t stream_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 {
@@ -173,8 +164,8 @@ static int stream_progress(struct xs_stream *s, int wait_ms)
 	n = stream_poll_cq(s);
 	if (n || wait_ms == 0)
 		goto out;
-	spin_until = stream_now_us() + (cfg ? cfg->spin_us : 0);
-	while (stream_now_us() < spin_until)
+	spin_until = xs_now_us() + (cfg ? cfg->spin_us : 0);
+	while (xs_now_us() < spin_until)
 		if ((n = stream_poll_cq(s)))
 			goto out;
 	if (ibv_req_notify_cq(s->c->cq, 0)) {
@@ -400,7 +391,7 @@ int xs_stream_shutdown_wr(struct xs_stream *s)
 
 void xs_stream_close(struct xs_stream *s, int timeout_ms)
 {
-	uint64_t deadline = stream_now_us() + (uint64_t)timeout_ms * 1000u;
+	uint64_t deadline = xs_now_us() + (uint64_t)timeout_ms * 1000u;
 	uint32_t i;
 
 	if (!s->c)
@@ -408,7 +399,7 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 	if (!s->error && !s->fin_sent)
 		xs_stream_shutdown_wr(s);
 	/* Graceful: every byte sent before close reaches the peer. */
-	while (s->tx_inflight && !s->error && stream_now_us() < deadline)
+	while (s->tx_inflight && !s->error && xs_now_us() < deadline)
 		stream_progress(s, 10);
 	for (i = 0; i < s->tx_max; i++)
 		if (s->tx_slot[i].sb != UINT32_MAX && s->tx_slot[i].addr)
