@@ -85,6 +85,12 @@ static int conn_expect(struct rdma_event_channel *ch,
 	if ((*ev)->event == want)
 		return 0;
 	rc = conn_event_errno((*ev)->event);
+	/* An xsock server that is out of resources says so: not a peer
+	 * without xsock, and worth retrying soon (no negative caching). */
+	if ((*ev)->event == RDMA_CM_EVENT_REJECTED &&
+	    xs_wire_reject_is_busy((*ev)->param.conn.private_data,
+				   (*ev)->param.conn.private_data_len))
+		rc = -ENOBUFS;
 	xs_dbg("conn", "expected %s, got %s (status %d)", rdma_event_str(want),
 	       rdma_event_str((*ev)->event), (*ev)->status);
 	rdma_ack_cm_event(*ev);
@@ -145,7 +151,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	struct ibv_context *verbs = c->id->verbs;
 	struct ibv_qp_init_attr attr;
 	uint32_t inline_max = p->inline_max;
-	unsigned int i;
+	unsigned int i, nr_rx;
 	int rc = 0;
 
 	c->dev = xs_dev_open(verbs, p->pool_bytes, &rc);
@@ -157,7 +163,8 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	rc = conn_set_nonblock(c->cc->fd);
 	if (rc)
 		return rc;
-	c->cq = ibv_create_cq(verbs, 2 * p->credits + 16, c, c->cc, 0);
+	nr_rx = p->credits + XS_WIRE_CTRL_BUFS;
+	c->cq = ibv_create_cq(verbs, p->credits + nr_rx + 16, c, c->cc, 0);
 	if (!c->cq)
 		return -errno;
 	/* Ask for the inline size we want; devices refuse what they lack. */
@@ -167,7 +174,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		attr.recv_cq = c->cq;
 		attr.qp_type = IBV_QPT_RC;
 		attr.cap.max_send_wr = p->credits + 16u;
-		attr.cap.max_recv_wr = p->credits;
+		attr.cap.max_recv_wr = nr_rx;
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = inline_max;
@@ -178,10 +185,10 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		inline_max /= 2;
 	}
 	c->max_inline = attr.cap.max_inline_data;
-	c->rx = calloc(p->credits, sizeof(*c->rx));
+	c->rx = calloc(nr_rx, sizeof(*c->rx));
 	if (!c->rx)
 		return -ENOMEM;
-	for (i = 0; i < p->credits; i++) {
+	for (i = 0; i < nr_rx; i++) {
 		rc = xs_pool_alloc(&c->dev->pool, p->eager_size, &c->rx[i]);
 		if (rc)
 			return rc;
@@ -320,6 +327,9 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	if (rc)
 		goto out_destroy;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ||
+	    (local->sa_family == AF_INET6 &&
+	     rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
+			     &l->params.afonly, sizeof(l->params.afonly))) ||
 	    rdma_bind_addr(l->id, (struct sockaddr *)local) ||
 	    rdma_listen(l->id, backlog)) {
 		rc = -errno;
@@ -344,7 +354,7 @@ int xs_listener_fd(const struct xs_listener *l)
 static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *cid = ev->id;
-	uint8_t hello[XS_WIRE_HELLO_LEN];
+	uint8_t hello[XS_WIRE_HELLO_LEN], busy[XS_WIRE_REJECT_LEN];
 	struct rdma_conn_param param;
 	struct xs_hello peer;
 	struct xs_conn *c;
@@ -364,20 +374,27 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		return;
 	}
 	c = calloc(1, sizeof(*c));
+	rc = -ENOMEM;
 	if (!c)
 		goto out_reject;
 	c->id = cid;
 	c->peer = peer;
 	cid->context = c;
-	if (conn_setup_qp(c, &l->params))
+	rc = conn_setup_qp(c, &l->params);
+	if (rc)
 		goto out_reject;
 	conn_fill_hello(c, &l->params);
 	xs_wire_hello_encode(&c->local, hello);
 	conn_param(&param, hello);
 	if (rdma_accept(cid, &param) == 0)
 		return; /* ESTABLISHED comes on the listener's channel */
+	rc = -errno;
 out_reject:
-	rdma_reject(cid, NULL, 0);
+	xs_wire_reject_busy_encode(busy);
+	rdma_reject(cid, busy, sizeof(busy));
+	xs_log_once(XS_LOG_WARN, "conn",
+		    "rejected an xsock connection: %s (XSOCK_POOL_MB?)",
+		    strerror(-rc));
 	if (c) {
 		c->id = NULL;
 		if (cid->qp)
@@ -387,47 +404,78 @@ out_reject:
 	rdma_destroy_id(cid);
 }
 
+/* Apply one CM event of the listener; an established connection joins
+ * the ready queue. Called with the reentrancy depth raised. */
+static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
+{
+	struct xs_conn *c;
+
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		listener_request(l, ev);
+		return;
+	}
+	if (ev->id == l->id) {
+		rdma_ack_cm_event(ev); /* listener-level event */
+		return;
+	}
+	c = ev->id->context;
+	if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+		/* a pending connection failed before it was ours */
+		rdma_ack_cm_event(ev);
+		xs_conn_destroy(c);
+		return;
+	}
+	rdma_ack_cm_event(ev);
+	/* From now on its events go to its own channel. */
+	c->ch = rdma_create_event_channel();
+	if (!c->ch || conn_set_nonblock(c->ch->fd) ||
+	    rdma_migrate_id(c->id, c->ch)) {
+		xs_conn_destroy(c);
+		return;
+	}
+	c->next = NULL;
+	if (l->ready_tail)
+		l->ready_tail->next = c;
+	else
+		l->ready = c;
+	l->ready_tail = c;
+	l->nr_ready++;
+}
+
+int xs_listener_poll(struct xs_listener *l)
+{
+	struct rdma_cm_event *ev;
+
+	xs_tls_depth++;
+	while (rdma_get_cm_event(l->ch, &ev) == 0)
+		listener_event(l, ev);
+	xs_tls_depth--;
+	return (int)l->nr_ready;
+}
+
 int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 		       int timeout_ms)
 {
 	int64_t deadline = conn_now_ms() + timeout_ms;
 	struct rdma_cm_event *ev;
-	struct xs_conn *c;
-	int rc;
+	int rc = 0;
 
 	xs_tls_depth++;
-	for (;;) {
+	while (!l->ready) {
 		rc = conn_next_event(l->ch, deadline, &ev);
 		if (rc == -ETIMEDOUT)
 			rc = -EAGAIN;
 		if (rc)
 			break;
-		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-			listener_request(l, ev);
-			continue;
-		}
-		if (ev->id == l->id) {
-			rdma_ack_cm_event(ev); /* listener-level event */
-			continue;
-		}
-		c = ev->id->context;
-		if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
-			/* a pending connection failed before it was ours */
-			rdma_ack_cm_event(ev);
-			xs_conn_destroy(c);
-			continue;
-		}
-		rdma_ack_cm_event(ev);
-		/* From now on its events go to its own channel. */
-		c->ch = rdma_create_event_channel();
-		if (!c->ch || conn_set_nonblock(c->ch->fd) ||
-		    rdma_migrate_id(c->id, c->ch)) {
-			xs_conn_destroy(c);
-			continue;
-		}
-		*out = c;
+		listener_event(l, ev);
+	}
+	if (l->ready) {
+		*out = l->ready;
+		l->ready = l->ready->next;
+		if (!l->ready)
+			l->ready_tail = NULL;
+		l->nr_ready--;
 		rc = 0;
-		break;
 	}
 	xs_tls_depth--;
 	return rc;
@@ -435,9 +483,15 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 
 void xs_listener_destroy(struct xs_listener *l)
 {
+	struct xs_conn *c;
+
 	if (!l)
 		return;
 	xs_tls_depth++;
+	while ((c = l->ready)) {
+		l->ready = c->next;
+		xs_conn_destroy(c);
+	}
 	if (l->id)
 		rdma_destroy_id(l->id);
 	if (l->ch)

@@ -33,6 +33,7 @@ struct xs_conn_params {
 	uint32_t max_rndv;   /* 0: no rendezvous */
 	int timeout_ms;	     /* resolution and handshake budget */
 	size_t pool_bytes;   /* pool limit when the device is first opened */
+	int afonly;	     /* listener on an AF_INET6 address: IPV6_V6ONLY */
 };
 
 /* One opened device: verbs context, PD and registered pool. */
@@ -54,6 +55,7 @@ struct xs_conn {
 	uint32_t max_inline;   /* what the QP really granted */
 	struct xs_hello local; /* what we announced */
 	struct xs_hello peer;  /* what the peer announced (validated) */
+	struct xs_conn *next;  /* a listener's ready queue */
 };
 
 struct xs_listener {
@@ -61,6 +63,8 @@ struct xs_listener {
 	struct rdma_cm_id *id;
 	struct xs_conn_params params;
 	uint64_t nr_rejected; /* requests whose hello failed validation */
+	struct xs_conn *ready, *ready_tail; /* established, not accepted */
+	unsigned int nr_ready;
 };
 
 /**
@@ -101,7 +105,8 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 int xs_listener_fd(const struct xs_listener *l);
 
 /**
- * xs_listener_accept() - handle the listener's pending CM events
+ * xs_listener_accept() - the next established connection, handling the
+ *                        listener's CM events as needed
  * @l:          listener
  * @out:        an established connection, when one completes
  * @timeout_ms: how long to wait for events; 0 never blocks
@@ -114,6 +119,16 @@ int xs_listener_fd(const struct xs_listener *l);
  */
 int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 		       int timeout_ms);
+
+/**
+ * xs_listener_poll() - handle pending CM events without waiting
+ * @l: listener
+ *
+ * Established connections wait in the listener's ready queue for
+ * xs_listener_accept(); this is what readiness (poll, epoll) asks.
+ * Return: connections ready to be accepted.
+ */
+int xs_listener_poll(struct xs_listener *l);
 
 /**
  * xs_listener_destroy() - stop listening; pending requests are rejected

@@ -114,6 +114,24 @@ int xs_wire_hello_decode(const void *buf, size_t len, struct xs_hello *h)
 	return 0;
 }
 
+void xs_wire_reject_busy_encode(void *buf)
+{
+	uint8_t *p = buf;
+
+	put32(p, XS_WIRE_MAGIC);
+	p[4] = XS_WIRE_VERSION;
+	p[5] = 1;
+	p[6] = p[7] = 0;
+}
+
+bool xs_wire_reject_is_busy(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	return p && len >= XS_WIRE_REJECT_LEN && get32(p) == XS_WIRE_MAGIC &&
+	       p[4] == XS_WIRE_VERSION && p[5] == 1;
+}
+
 size_t xs_wire_msg_encode(const struct xs_msg *m, void *buf)
 {
 	uint8_t *p = buf;

@@ -27,6 +27,7 @@
 #define XS_CORE_PROTO_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define XS_WIRE_MAGIC	0x58534b31u /* "XSK1" */
@@ -83,10 +84,22 @@ enum xs_msg_type {
 	XS_MSG_RESET = 6,     /* connection aborted (cf. TCP RST) */
 };
 
+/*
+ * Control buffers: besides the `credits` buffers its hello announces for
+ * DATA, each side posts XS_WIRE_CTRL_BUFS more that control messages
+ * (CREDIT, FIN, RESET) land in; the receiver re-posts a control buffer as
+ * soon as it reaps the message. Control messages spend no credit, so a
+ * window update can always be sent even when both data windows are full
+ * (the classic credit deadlock). A side sends CREDIT only after reading
+ * half a window of the peer's DATA, so control messages never outrun the
+ * re-posting (at worst the HCA's RNR retry, set to infinite, paces them).
+ */
+#define XS_WIRE_CTRL_BUFS 4
+
 /* Message header, 8 bytes on the wire:
  *   0  u8  type           enum xs_msg_type
  *   1  u8  flags          zero in version 1
- *   2  u16 credits        receive buffers returned to the peer
+ *   2  u16 credits        data receive buffers returned to the peer
  *   4  u32 len            bytes after the header
  * DATA: len = payload bytes, 1..eager_size - 8.
  * RNDV: len = 24, followed by u64 addr, u32 rkey, u32 rlen, u32 id, u32 0.
@@ -130,6 +143,28 @@ size_t xs_wire_hello_encode(const struct xs_hello *h, void *buf);
  *         xsock hello with a bad version, flag, bound or reserved field.
  */
 int xs_wire_hello_decode(const void *buf, size_t len, struct xs_hello *h);
+
+/*
+ * Reject private data of an xsock server that cannot take a connection now
+ * (pool, QP or CQ exhausted): u32 magic XS_WIRE_MAGIC, u8 version, u8 1
+ * ("busy"), u16 zero. A client falls back to kernel TCP for this one
+ * connection and tries RDMA again on the next.
+ */
+#define XS_WIRE_REJECT_LEN 8
+
+/**
+ * xs_wire_reject_busy_encode() - write the "busy" reject into @buf
+ * @buf: XS_WIRE_REJECT_LEN bytes
+ */
+void xs_wire_reject_busy_encode(void *buf);
+
+/**
+ * xs_wire_reject_is_busy() - whether reject private data says "busy"
+ * @buf: private data of RDMA_CM_EVENT_REJECTED (may be NULL)
+ * @len: its length
+ * Return: true for an xsock "busy" reject, false for anything else.
+ */
+bool xs_wire_reject_is_busy(const void *buf, size_t len);
 
 /**
  * xs_wire_msg_encode() - write a message header (and descriptor) to @buf

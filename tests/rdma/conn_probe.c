@@ -10,6 +10,13 @@
  *                                     (KIND: none, garbage, version,
  *                                     credits, eager, tail); expect a reject
  *   conn_probe refused ADDR PORT      connect where nothing listens
+ *   conn_probe rogue ADDR PORT KIND   a valid hello, then misbehave (KIND:
+ *                                     length: a DATA header whose length
+ *                                     lies; credits: returns 4000 credits;
+ *                                     write/read: RDMA
+ *                                     WRITE/READ with guessed rkeys); print
+ *                                     how the attempt ended and whether the
+ *                                     server dropped the connection
  *
  * Prints one line per fact, "key=value" where tests compare values. Exit
  * status 0 when every expectation held.
@@ -17,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +290,88 @@ static int do_hostile(const char *ip, const char *port, const char *kind)
 	return 0;
 }
 
+/* Whether the server drops @c (DISCONNECTED) within @ms. */
+static bool dropped_within(struct xs_conn *c, int ms)
+{
+	struct pollfd pfd = { .fd = c->ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev;
+	double end = now_us() + ms * 1e3;
+	bool gone = false;
+
+	while (!gone && now_us() < end) {
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		if (rdma_get_cm_event(c->ch, &ev) == 0) {
+			gone = ev->event == RDMA_CM_EVENT_DISCONNECTED;
+			rdma_ack_cm_event(ev);
+		}
+	}
+	return gone;
+}
+
+static int do_rogue(const char *ip, const char *port, const char *kind)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	uint8_t msg[64] = { 0 };
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	struct xs_conn *c;
+	struct ibv_wc wc;
+	struct xs_msg m;
+	uint32_t i, n = 1; /* messages to send */
+	int rc;
+
+	rc = xs_conn_connect(&c, (struct sockaddr *)&sin, &params);
+	if (rc)
+		die("connect", rc);
+	m = (struct xs_msg){ .type = XS_MSG_DATA, .len = 16 };
+	xs_wire_msg_encode(&m, msg);
+	if (strcmp(kind, "length") == 0) {
+		msg[7] = 200; /* claims 200 bytes, 16 follow */
+	} else if (strcmp(kind, "credits") == 0) {
+		m = (struct xs_msg){ .type = XS_MSG_CREDIT, .credits = 4000 };
+		xs_wire_msg_encode(&m, msg);
+	} else if (strcmp(kind, "write") == 0 || strcmp(kind, "read") == 0) {
+		/* Guess: the server's pool sits where ours does, with a key
+		 * near ours (rxe hands keys out in sequence). */
+		sge = (struct ibv_sge){ (uintptr_t)c->rx[0].addr, 64,
+					c->rx[0].lkey };
+		memset(&wr, 0, sizeof(wr));
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = kind[0] == 'w' ? IBV_WR_RDMA_WRITE
+					   : IBV_WR_RDMA_READ;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)c->rx[0].addr;
+		wr.wr.rdma.rkey = c->rx[0].lkey + 0x100;
+		if (ibv_post_send(c->id->qp, &wr, &bad))
+			die("post", errno);
+		rc = wait_wc(c, &wc, 10000);
+		printf("rogue %s: %s\n", kind,
+		       rc == -ETIMEDOUT ? "no completion"
+					: ibv_wc_status_str(wc.status));
+		printf("server dropped the connection: %s\n",
+		       dropped_within(c, 10000) ? "yes" : "no");
+		xs_conn_destroy(c);
+		return 0;
+	} else {
+		die("unknown rogue kind", EINVAL);
+	}
+	for (i = 0; i < n; i++) {
+		rc = xs_conn_post_send(c, msg, XS_WIRE_MSG_LEN + 16, NULL, 7);
+		if (rc)
+			die("post", rc);
+		rc = wait_wc(c, &wc, 10000);
+		if (rc)
+			break;
+	}
+	printf("rogue %s: sent %u\n", kind, i);
+	printf("server dropped the connection: %s\n",
+	       dropped_within(c, 10000) ? "yes" : "no");
+	xs_conn_destroy(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char missing[64];
@@ -297,6 +387,8 @@ int main(int argc, char **argv)
 				 argc > 4 ? (uint32_t)atoi(argv[4]) : 100);
 	if (argc >= 4 && strcmp(argv[1], "refused") == 0)
 		return do_refused(argv[2], argv[3]);
+	if (argc >= 5 && strcmp(argv[1], "rogue") == 0)
+		return do_rogue(argv[2], argv[3], argv[4]);
 	if (argc >= 5 && strcmp(argv[1], "hostile") == 0)
 		return do_hostile(argv[2], argv[3], argv[4]);
 	fprintf(stderr, "usage: see the top of tests/rdma/conn_probe.c\n");

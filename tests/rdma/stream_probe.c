@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,13 +96,29 @@ static void counters(const char *who, const struct xs_stream *s)
 		(unsigned long long)s->credit_stalls);
 }
 
+/* One-buffer forms of the stream calls, blocking. */
+static ssize_t stream_send1(struct xs_stream *s, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+
+	return xs_stream_send(s, &v, 1, -1);
+}
+
+static ssize_t stream_recv1(struct xs_stream *s, void *buf, size_t len,
+			    int flags)
+{
+	struct iovec v = { buf, len };
+
+	return xs_stream_recv(s, &v, 1, flags, -1);
+}
+
 static void send_all(struct xs_stream *s, const void *buf, size_t len)
 {
 	size_t off = 0;
 	ssize_t n;
 
 	while (off < len) {
-		n = xs_stream_send(s, (const char *)buf + off, len - off, false);
+		n = stream_send1(s, (const char *)buf + off, len - off);
 		if (n < 0)
 			die("send", n);
 		off += (size_t)n;
@@ -117,8 +134,7 @@ static int do_sink(const char *ip, const char *port)
 	ssize_t n;
 
 	accept_one(ip, port, &s);
-	while ((n = xs_stream_recv(&s, buf, sizeof(buf), false, false,
-				   false)) > 0) {
+	while ((n = stream_recv1(&s, buf, sizeof(buf), 0)) > 0) {
 		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
 			die("stdout", EIO);
 		total += (unsigned long long)n;
@@ -143,10 +159,10 @@ static int do_source(const char *ip, const char *port, size_t chunk)
 	connect_one(ip, port, &s);
 	while ((n = read(STDIN_FILENO, buf, chunk)) > 0)
 		send_all(&s, buf, (size_t)n);
-	n = xs_stream_shutdown_wr(&s);
+	n = xs_stream_shutdown(&s, SHUT_WR);
 	if (n)
 		die("shutdown", n);
-	n = xs_stream_recv(&s, reply, sizeof(reply) - 1, false, false, true);
+	n = stream_recv1(&s, reply, sizeof(reply) - 1, XS_RECV_WAITALL);
 	if (n < 0)
 		die("recv reply", n);
 	reply[n] = '\0';
@@ -164,8 +180,7 @@ static int do_echo(const char *ip, const char *port)
 	ssize_t n;
 
 	accept_one(ip, port, &s);
-	while ((n = xs_stream_recv(&s, buf, sizeof(buf), false, false,
-				   false)) > 0)
+	while ((n = stream_recv1(&s, buf, sizeof(buf), 0)) > 0)
 		send_all(&s, buf, (size_t)n);
 	if (n < 0)
 		die("recv", n);
@@ -198,7 +213,7 @@ static int do_pingpong(const char *ip, const char *port, size_t size,
 			out[k] = (char)(i + k);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		send_all(&s, out, size);
-		n = xs_stream_recv(&s, in, size, false, false, true);
+		n = stream_recv1(&s, in, size, XS_RECV_WAITALL);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (n != (ssize_t)size || memcmp(in, out, size) != 0)
 			die("pingpong data mismatch", EBADMSG);

@@ -241,3 +241,20 @@ XT_TEST(mutated_inputs_respect_bounds)
 	}
 	XT_ASSERT(accepted > 1000); /* the plausible half does get through */
 }
+
+XT_TEST(busy_reject_round_trip)
+{
+	uint8_t buf[XS_WIRE_REJECT_LEN + 4] = { 0 };
+
+	XT_ASSERT(!xs_wire_reject_is_busy(NULL, 0));
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, sizeof(buf))); /* zeros */
+	xs_wire_reject_busy_encode(buf);
+	XT_ASSERT(xs_wire_reject_is_busy(buf, XS_WIRE_REJECT_LEN));
+	XT_ASSERT(xs_wire_reject_is_busy(buf, sizeof(buf)));
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, XS_WIRE_REJECT_LEN - 1));
+	buf[5] = 2; /* another reason */
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, XS_WIRE_REJECT_LEN));
+	buf[5] = 1;
+	buf[0] ^= 1; /* not our magic */
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, XS_WIRE_REJECT_LEN));
+}
