@@ -88,9 +88,11 @@ struct xs_config {
 	char rules[PATH_MAX];
 	uint64_t eager_limit;	     /* bytes */
 	uint64_t inline_max;	     /* bytes */
+	uint64_t recv_bufs;	     /* receive buffers (credits) */
 	uint64_t pool_mb;	     /* MiB */
 	uint64_t spin_us;	     /* microseconds */
 	uint64_t connect_timeout_ms; /* milliseconds */
+	uint64_t rdma_retry_ms;	     /* milliseconds */
 	char device[64];
 	enum xs_stats_mode stats;
 	char stats_path[PATH_MAX];

@@ -8,6 +8,7 @@
  * Context: any thread; s->lock is taken after fdtab.lock, never before.
  */
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -18,6 +19,30 @@
 
 #include "core_int.h"
 #include "stats.h"
+#include "stream.h"
+
+/* How long close() lets queued bytes drain to the peer (cf. the kernel's
+ * FIN_WAIT; sends complete in microseconds unless the link is dead). */
+#define SOCK_CLOSE_DRAIN_MS 5000
+
+/*
+ * Destinations where RDMA setup failed, remembered XSOCK_RDMA_RETRY_MS so
+ * a server without xsock costs one rdma_cm attempt, not one per connect
+ * (cf. SMC-R's fallback, which retries every time). A small array with
+ * oldest-first replacement: it only ever holds the few peers that
+ * refused.
+ */
+#define SOCK_NEG_SLOTS 64
+
+struct sock_neg {
+	uint8_t addr[16]; /* IPv4 as a mapped IPv6 address */
+	uint16_t port;
+	int reason;	 /* enum xs_fallback_reason to report */
+	uint64_t expiry; /* xs_now_us(); 0: free */
+};
+
+static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
 
 static const struct xs_config *core_cfg;
 static bool core_forked; /* set in a forked child; see xs_core_fork_child() */
@@ -123,6 +148,7 @@ void xs_core_atfork_prepare(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &core_fork_sigmask);
 	pthread_mutex_lock(&sock_pool_lock);
+	pthread_mutex_lock(&sock_neg_lock);
 	xs_log_lock();
 	xs_dev_lock();
 }
@@ -131,6 +157,7 @@ void xs_core_atfork_parent(void)
 {
 	xs_dev_unlock();
 	xs_log_unlock();
+	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
 }
@@ -139,6 +166,7 @@ void xs_core_atfork_child(void)
 {
 	xs_dev_unlock();
 	xs_log_unlock();
+	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	/* The child counts its own sockets, not its parent's again. */
 	memset(&xs_stats, 0, sizeof(xs_stats));
@@ -177,6 +205,14 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 		return NULL;
 	s->next_free = NULL;
 	s->reason = XS_FB_NONE;
+	s->stream = NULL;
+	s->listener = NULL;
+	s->local_len = s->peer_len = 0;
+	s->rdma_pid = 0;
+	atomic_store_explicit(&s->nonblock, (type & SOCK_NONBLOCK) != 0,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->sndtimeo_ms, 0, memory_order_relaxed);
 	s->domain = domain;
 	s->type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 	s->protocol = protocol;
@@ -207,6 +243,37 @@ void xs_sock_get(struct xs_sock *s)
 	XS_ASSERT(old > 0);
 }
 
+/*
+ * Release the RDMA objects of a socket whose last fd is gone. A forked
+ * child only frees its copy of the memory: the verbs and rdma_cm objects
+ * are its parent's (shared kernel context).
+ */
+static void sock_teardown(struct xs_sock *s)
+{
+	bool mine;
+
+	if (!s->stream && !s->listener)
+		return;
+	mine = s->rdma_pid == getpid();
+	xs_tls_depth++;
+	if (s->stream) {
+		if (mine)
+			xs_stream_close(s->stream, SOCK_CLOSE_DRAIN_MS);
+		else
+			xs_stream_abandon(s->stream);
+		free(s->stream);
+		s->stream = NULL;
+	}
+	if (s->listener) {
+		if (mine)
+			xs_listener_destroy(s->listener);
+		else
+			free(s->listener);
+		s->listener = NULL;
+	}
+	xs_tls_depth--;
+}
+
 void xs_sock_put(struct xs_sock *s)
 {
 	unsigned int refs;
@@ -220,6 +287,7 @@ void xs_sock_put(struct xs_sock *s)
 		return;
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
+	sock_teardown(s);
 	sock_pool_lock_all(&old);
 	s->next_free = sock_free_list;
 	sock_free_list = s;
@@ -312,8 +380,7 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 		return XS_FB_RESOURCE; /* no fresh verbs context in a child yet */
 	if (xs_dev_available() == 0)
 		return XS_FB_NO_DEVICE;
-	/* The RC QP stream transport plugs in here. */
-	return XS_FB_NO_TRANSPORT;
+	return XS_FB_NONE;
 }
 
 /*
@@ -334,17 +401,223 @@ static bool sock_copy_addr(const struct sockaddr *addr, socklen_t len,
 	       (ssize_t)n;
 }
 
+/* @addr as an IPv6 address (IPv4 mapped) and port, for the memory. */
+static void sock_neg_key(const struct sockaddr *addr, uint8_t key[16],
+			 uint16_t *port)
+{
+	memset(key, 0, 16);
+	if (addr->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const void *)addr;
+
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &sin->sin_addr, 4);
+		*port = sin->sin_port;
+	} else {
+		const struct sockaddr_in6 *sin6 = (const void *)addr;
+
+		memcpy(key, &sin6->sin6_addr, 16);
+		*port = sin6->sin6_port;
+	}
+}
+
+/* The reason RDMA failed to @addr recently, or XS_FB_NONE. */
+static int sock_neg_lookup(const struct sockaddr *addr)
+{
+	uint64_t now = xs_now_us();
+	int i, reason = XS_FB_NONE;
+	uint8_t key[16];
+	uint16_t port;
+
+	sock_neg_key(addr, key, &port);
+	pthread_mutex_lock(&sock_neg_lock);
+	for (i = 0; i < SOCK_NEG_SLOTS; i++) {
+		struct sock_neg *n = &sock_neg[i];
+
+		if (n->expiry > now && n->port == port &&
+		    !memcmp(n->addr, key, 16)) {
+			reason = n->reason;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sock_neg_lock);
+	return reason;
+}
+
+/* Remember that RDMA to @addr failed for @reason. */
+static void sock_neg_add(const struct sockaddr *addr, int reason)
+{
+	uint64_t now = xs_now_us(), ttl = core_cfg->rdma_retry_ms * 1000u;
+	struct sock_neg *victim = &sock_neg[0];
+	uint8_t key[16];
+	uint16_t port;
+	int i;
+
+	if (ttl == 0)
+		return;
+	sock_neg_key(addr, key, &port);
+	pthread_mutex_lock(&sock_neg_lock);
+	for (i = 0; i < SOCK_NEG_SLOTS; i++) {
+		struct sock_neg *n = &sock_neg[i];
+
+		if ((n->port == port && !memcmp(n->addr, key, 16)) ||
+		    n->expiry <= now) {
+			victim = n;
+			break;
+		}
+		if (n->expiry < victim->expiry)
+			victim = n;
+	}
+	memcpy(victim->addr, key, 16);
+	victim->port = port;
+	victim->reason = reason;
+	victim->expiry = now + ttl;
+	pthread_mutex_unlock(&sock_neg_lock);
+}
+
+/*
+ * rdma_cm and the kernel speak of an IPv4 peer of an AF_INET6 socket
+ * differently: rdma_cm wants AF_INET, the application expects a mapped
+ * IPv6 address. These convert in place.
+ */
+static void sock_unmap_v4(struct sockaddr_storage *ss)
+{
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	if (ss->ss_family != AF_INET6 ||
+	    !IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+		return;
+	sin.sin_port = sin6->sin6_port;
+	memcpy(&sin.sin_addr, &sin6->sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, &sin, sizeof(sin));
+}
+
+/* @sa (from rdma_cm) into @out/@len, as the @domain socket shows it. */
+static void sock_addr_as(int domain, const struct sockaddr *sa,
+			 struct sockaddr_storage *out, socklen_t *len)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET && domain == AF_INET6) {
+		const struct sockaddr_in *sin = (const void *)sa;
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = sin->sin_port;
+		sin6->sin6_addr.s6_addr[10] = sin6->sin6_addr.s6_addr[11] =
+			0xff;
+		memcpy(&sin6->sin6_addr.s6_addr[12], &sin->sin_addr, 4);
+		*len = sizeof(*sin6);
+	} else if (sa->sa_family == AF_INET) {
+		memcpy(out, sa, sizeof(struct sockaddr_in));
+		*len = sizeof(struct sockaddr_in);
+	} else {
+		memcpy(out, sa, sizeof(struct sockaddr_in6));
+		*len = sizeof(struct sockaddr_in6);
+	}
+}
+
+/* What this process offers in its hello, from the configuration. */
+static void sock_conn_params(struct xs_conn_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->credits = (uint16_t)core_cfg->recv_bufs;
+	p->eager_size = (uint32_t)core_cfg->eager_limit;
+	p->inline_max = (uint32_t)core_cfg->inline_max;
+	p->max_rndv = 0;
+	p->timeout_ms = (int)core_cfg->connect_timeout_ms;
+	p->pool_bytes = (size_t)core_cfg->pool_mb << 20;
+}
+
+/*
+ * Make @s an RDMA socket around the established @c: stream, addresses,
+ * kind. Ownership of @c moves here. Return: 0 or -ENOMEM.
+ */
+static int sock_attach(struct xs_sock *s, struct xs_conn *c)
+{
+	struct xs_stream *st = malloc(sizeof(*st));
+	int rc;
+
+	if (!st) {
+		xs_conn_destroy(c);
+		return -ENOMEM;
+	}
+	rc = xs_stream_init(st, c);
+	if (rc) {
+		free(st);
+		return rc;
+	}
+	sock_addr_as(s->domain, rdma_get_local_addr(c->id), &s->local,
+		     &s->local_len);
+	sock_addr_as(s->domain, rdma_get_peer_addr(c->id), &s->peer,
+		     &s->peer_len);
+	s->stream = st;
+	s->rdma_pid = getpid();
+	pthread_mutex_lock(&s->lock);
+	sock_set_kind(s, XS_KIND_RDMA, XS_FB_NONE);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* The fallback reason for an xs_conn_connect() error. */
+static int sock_connect_reason(int rc)
+{
+	switch (rc) {
+	case -ENODEV:
+	case -EADDRNOTAVAIL:
+		return XS_FB_NO_DEVICE;
+	case -ETIMEDOUT:
+		return XS_FB_TIMEOUT;
+	case -ENOMEM:
+	case -ENOBUFS:
+	case -EMFILE:
+	case -ENFILE:
+	case -ENOSPC:
+		return XS_FB_RESOURCE;
+	default: /* refused, unreachable, not an xsock hello */
+		return XS_FB_PEER_NO_XSOCK;
+	}
+}
+
 int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		    socklen_t len)
 {
 	struct sockaddr_storage copy;
-	int reason;
+	struct xs_conn_params p;
+	struct xs_conn *c;
+	uint64_t t0;
+	int reason, rc;
 
+	if (xs_sock_kind(s) == XS_KIND_RDMA)
+		return -EISCONN;
 	if (xs_sock_kind(s) == XS_KIND_PENDING &&
 	    sock_copy_addr(addr, len, &copy) &&
 	    sock_is_inet((struct sockaddr *)&copy, len)) {
 		reason = sock_choose(XS_ROLE_CLIENT, (struct sockaddr *)&copy,
 				     len);
+		sock_unmap_v4(&copy);
+		if (reason == XS_FB_NONE)
+			reason = sock_neg_lookup((struct sockaddr *)&copy);
+		if (reason == XS_FB_NONE) {
+			sock_conn_params(&p);
+			t0 = xs_now_us();
+			rc = xs_conn_connect(&c, (struct sockaddr *)&copy, &p);
+			if (rc == 0)
+				rc = sock_attach(s, c);
+			if (rc == 0) {
+				xs_stats_inc(rdma_connects);
+				xs_dbg("sock",
+				       "fd %d connected over rdma in %llu us",
+				       fd,
+				       (unsigned long long)(xs_now_us() - t0));
+				return 0;
+			}
+			reason = sock_connect_reason(rc);
+			if (reason != XS_FB_RESOURCE)
+				sock_neg_add((struct sockaddr *)&copy, reason);
+			xs_info("sock", "fd %d: rdma connect failed (%s), tcp",
+				fd, strerror(-rc));
+		}
 		pthread_mutex_lock(&s->lock);
 		if (xs_sock_kind(s) == XS_KIND_PENDING)
 			sock_set_kind(s, XS_KIND_TCP, reason);
@@ -357,11 +630,24 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 	return 0;
 }
 
+/* Whether IPV6_V6ONLY is set on @fd (an AF_INET6 socket). */
+static int sock_v6only(int fd)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	if (xs_real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, &len) < 0)
+		return 0;
+	return on != 0;
+}
+
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
-	int reason;
+	struct xs_listener *l = NULL;
+	struct xs_conn_params p;
+	int reason, rc;
 
 	if (xs_real.listen(fd, backlog) < 0)
 		return -errno;
@@ -370,12 +656,107 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	if (xs_real.getsockname(fd, (struct sockaddr *)&local, &len) < 0)
 		return 0; /* listening: the decision can wait for accept */
 	reason = sock_choose(XS_ROLE_SERVER, (struct sockaddr *)&local, len);
+	if (reason == XS_FB_NONE) {
+		sock_conn_params(&p);
+		p.afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
+		sock_unmap_v4(&local);
+		rc = xs_listener_create(&l, (struct sockaddr *)&local, backlog,
+					&p);
+		if (rc) {
+			reason = rc == -ENODEV || rc == -EADDRNOTAVAIL
+					 ? XS_FB_NO_DEVICE
+					 : XS_FB_RESOURCE;
+			xs_info("sock", "fd %d: no rdma listener (%s)", fd,
+				strerror(-rc));
+			l = NULL;
+		}
+	}
 	pthread_mutex_lock(&s->lock);
+	if (l) {
+		s->listener = l;
+		s->rdma_pid = getpid();
+	}
 	sock_set_kind(s, XS_KIND_LISTEN, reason);
 	pthread_mutex_unlock(&s->lock);
-	xs_dbg("sock", "fd %d listens on kernel tcp only (%s)", fd,
-	       xs_fallback_name(reason));
+	xs_dbg("sock", "fd %d listens on kernel tcp%s (%s)", fd,
+	       l ? " and rdma_cm" : " only", xs_fallback_name(reason));
 	return 0;
+}
+
+/* Copy @src/@srclen into the caller's @addr/@len as accept(2) does. */
+static void sock_give_addr(const struct sockaddr_storage *src, socklen_t srclen,
+			   struct sockaddr *addr, socklen_t *len)
+{
+	if (!addr || !len)
+		return;
+	memcpy(addr, src, *len < srclen ? *len : srclen);
+	*len = srclen;
+}
+
+/*
+ * An RDMA connection completed on @s's rdma_cm listener, as a new fd:
+ * a kernel socket of the same family owned by the library (the fd the
+ * application holds is always a real one).
+ * Return: the fd, -EAGAIN when none is ready, or a negative errno.
+ */
+static int sock_accept_rdma(struct xs_sock *s, struct sockaddr *addr,
+			    socklen_t *len, int flags, struct xs_sock **child)
+{
+	struct xs_conn *conn;
+	struct xs_sock *c;
+	int nfd, rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = xs_listener_accept(s->listener, &conn, 0);
+	pthread_mutex_unlock(&s->lock);
+	if (rc)
+		return rc;
+	nfd = xs_real.socket(
+		s->domain,
+		SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
+	if (nfd < 0) {
+		rc = -errno;
+		xs_conn_destroy(conn);
+		return rc;
+	}
+	c = xs_sock_create(s->domain, SOCK_STREAM | flags, s->protocol);
+	if (!c) {
+		xs_conn_destroy(conn);
+		xs_real.close(nfd);
+		return -ENOMEM;
+	}
+	rc = sock_attach(c, conn);
+	if (rc) {
+		xs_sock_put(c);
+		xs_real.close(nfd);
+		return rc;
+	}
+	xs_stats_inc(rdma_accepts);
+	sock_give_addr(&c->peer, c->peer_len, addr, len);
+	*child = c;
+	return nfd;
+}
+
+/*
+ * Wait until @fd's kernel listener or the rdma_cm listener has something,
+ * honouring SO_RCVTIMEO. Return: 1 kernel, 0 rdma_cm, or a negative errno
+ * (-EAGAIN on timeout, as accept(2)).
+ */
+static int sock_accept_wait(struct xs_sock *s, int fd)
+{
+	int timeout = atomic_load(&s->rcvtimeo_ms);
+	struct pollfd pfd[2] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = xs_listener_fd(s->listener), .events = POLLIN },
+	};
+	int n;
+
+	n = xs_real.poll(pfd, 2, timeout ? timeout : -1);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EAGAIN;
+	return pfd[0].revents ? 1 : 0;
 }
 
 int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
@@ -386,11 +767,29 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	int nfd, reason;
 
 	*child = NULL;
+	if (accept4 && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)))
+		return -EINVAL;
+	if (!accept4)
+		flags = 0;
+	/* rdma_cm first, then the kernel listener (a peer without xsock) */
+	while (s->listener && xs_sock_kind(s) == XS_KIND_LISTEN &&
+	       s->rdma_pid == getpid()) {
+		nfd = sock_accept_rdma(s, addr, len, flags, child);
+		if (nfd != -EAGAIN)
+			return nfd;
+		if (atomic_load(&s->nonblock))
+			break;
+		nfd = sock_accept_wait(s, fd);
+		if (nfd < 0)
+			return nfd;
+		if (nfd == 1)
+			break;
+	}
 	nfd = accept4 ? xs_real.accept4(fd, addr, len, flags)
 		      : xs_real.accept(fd, addr, len);
 	if (nfd < 0)
 		return -errno;
-	c = xs_sock_create(s->domain, s->type, s->protocol);
+	c = xs_sock_create(s->domain, s->type | flags, s->protocol);
 	if (!c) {
 		xs_log_once(XS_LOG_WARN, "sock",
 			    "out of memory: accepted fd %d left untracked",
@@ -401,9 +800,7 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	reason = xs_sock_reason(s);
 	pthread_mutex_lock(&c->lock);
 	sock_set_kind(c, XS_KIND_TCP,
-		      reason != XS_FB_NONE && reason != XS_FB_NO_TRANSPORT
-			      ? reason
-			      : XS_FB_PEER_NO_XSOCK);
+		      reason != XS_FB_NONE ? reason : XS_FB_PEER_NO_XSOCK);
 	pthread_mutex_unlock(&c->lock);
 	*child = c;
 	return nfd;

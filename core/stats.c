@@ -46,6 +46,15 @@ void xs_stats_dump(void)
 					"  fallback %-12s %lu\n",
 					xs_fallback_name(i),
 					atomic_load(&xs_stats.fallback[i]));
+	if (off < sizeof(buf))
+		off += (size_t)snprintf(
+			buf + off, sizeof(buf) - off,
+			"  rdma connects %lu accepts %lu bytes sent %lu "
+			"received %lu\n",
+			atomic_load(&xs_stats.rdma_connects),
+			atomic_load(&xs_stats.rdma_accepts),
+			atomic_load(&xs_stats.rdma_bytes_sent),
+			atomic_load(&xs_stats.rdma_bytes_received));
 	if (off > sizeof(buf))
 		off = sizeof(buf);
 	if (cfg->stats == XS_STATS_FILE) {

@@ -12,11 +12,17 @@ struct xs_stats {
 	atomic_ulong sockets;		      /* stream sockets tracked */
 	atomic_ulong decided[XS_KIND__COUNT]; /* by transport kind */
 	atomic_ulong fallback[XS_FB__COUNT];  /* TCP, by reason */
+	atomic_ulong rdma_connects;	      /* RC connections made */
+	atomic_ulong rdma_accepts;	      /* RC connections accepted */
+	atomic_ulong rdma_bytes_sent;	      /* payload bytes over RDMA */
+	atomic_ulong rdma_bytes_received;
 };
 
 extern struct xs_stats xs_stats;
 
 #define xs_stats_inc(field)                                                    \
 	atomic_fetch_add_explicit(&xs_stats.field, 1, memory_order_relaxed)
+#define xs_stats_add(field, n)                                                 \
+	atomic_fetch_add_explicit(&xs_stats.field, (n), memory_order_relaxed)
 
 #endif /* XS_CORE_STATS_H */

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "../config/xs_config.h"
 #include "log.h"
@@ -88,12 +90,27 @@ enum xs_fallback_reason {
  * returned to malloc, so the fd table can read refcnt and kind without a
  * lock (SLAB_TYPESAFE_BY_RCU idea).
  */
+struct xs_stream;
+struct xs_listener;
+
 struct xs_sock {
 	atomic_uint refcnt; /* one per fd slot plus one per operation */
 	atomic_int kind;    /* enum xs_fd_kind; written under lock */
 	pthread_mutex_t lock;
 	int reason; /* enum xs_fallback_reason; protected by lock */
 	int domain, type, protocol;
+	/* File status the kernel fd has, mirrored by the control wrappers so
+	 * the RDMA data path needs no system call to learn it. */
+	atomic_bool nonblock; /* O_NONBLOCK (SOCK_NONBLOCK, F_SETFL, FIONBIO) */
+	atomic_int rcvtimeo_ms, sndtimeo_ms; /* SO_RCVTIMEO/SNDTIMEO, 0: none */
+	/* kind RDMA: set once before the kind is published, then constant */
+	struct xs_stream *stream;
+	struct sockaddr_storage local, peer; /* what get{sock,peer}name say */
+	socklen_t local_len, peer_len;
+	/* kind LISTEN: the rdma_cm listener beside the kernel one, or NULL;
+	 * accepts are serialised by lock */
+	struct xs_listener *listener;
+	pid_t rdma_pid; /* process that made stream/listener (fork check) */
 	struct xs_sock
 		*next_free; /* free list link; protected by sock pool lock */
 };
@@ -243,6 +260,133 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog);
 int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		   socklen_t *len, int flags, bool accept4,
 		   struct xs_sock **child);
+
+/**
+ * xs_sock_send() - send on an RDMA socket, as sendmsg(2) on TCP
+ * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @iov:    the bytes (iovcnt and the total already validated)
+ * @iovcnt: entries in @iov
+ * @flags:  MSG_* flags of the call: MSG_DONTWAIT, MSG_NOSIGNAL honoured,
+ *          MSG_MORE/MSG_EOR ignored as TCP does, MSG_OOB refused
+ *
+ * Waits per O_NONBLOCK and SO_SNDTIMEO; raises SIGPIPE on EPIPE unless
+ * MSG_NOSIGNAL, as the kernel does.
+ * Return: bytes queued, or -EAGAIN, -EINTR, -EPIPE, -ECONNRESET,
+ *         -EOPNOTSUPP (MSG_OOB).
+ */
+ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		     int flags);
+
+/**
+ * xs_sock_recv() - receive on an RDMA socket, as recvmsg(2) on TCP
+ * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @iov:    room for the bytes
+ * @iovcnt: entries in @iov
+ * @flags:  MSG_DONTWAIT, MSG_PEEK, MSG_WAITALL; MSG_OOB fails as on a TCP
+ *          socket without urgent data
+ * Return: bytes, 0 at EOF, or -EAGAIN, -EINTR, -ECONNRESET, -EINVAL.
+ */
+ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		     int flags);
+
+/**
+ * xs_sock_sendfile() - sendfile(2) onto an RDMA socket
+ * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @in_fd:  file to read
+ * @offset: as for sendfile(2): NULL reads from the file position
+ * @count:  bytes wanted
+ * Return: bytes sent, or a negative errno of read(2) or xs_sock_send().
+ */
+ssize_t xs_sock_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
+			 size_t count);
+
+/**
+ * xs_sock_shutdown() - shutdown(2) on a tracked socket
+ * @s:   socket; caller holds a reference
+ * @fd:  its fd
+ * @how: SHUT_RD, SHUT_WR or SHUT_RDWR
+ * Return: 0, or -EINVAL, -ENOTCONN, or the errno of shutdown(2).
+ */
+int xs_sock_shutdown(struct xs_sock *s, int fd, int how);
+
+/**
+ * xs_sock_name() - getsockname(2)/getpeername(2) on a tracked socket
+ * @s:    socket; caller holds a reference
+ * @fd:   its fd
+ * @peer: true for getpeername
+ * @addr: out, truncated to *@len as the kernel does
+ * @len:  in/out
+ * Return: 0, or the errno the kernel gives (EFAULT, EINVAL, ENOTCONN).
+ */
+int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
+		 socklen_t *len);
+
+/**
+ * xs_sock_ioctl() - ioctl(2) on a tracked socket
+ * @s:       socket; caller holds a reference
+ * @fd:      its fd
+ * @request: FIONREAD/SIOCINQ and SIOCOUTQ answer from the RDMA stream;
+ *           FIONBIO is mirrored; everything goes to the kernel fd too
+ * @arg:     the call's argument
+ * Return: the ioctl's result, or a negative errno.
+ */
+int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg);
+
+/**
+ * xs_sock_setsockopt_done() - mirror an option the kernel fd just took
+ * @s:     socket; caller holds a reference
+ * @fd:    its fd
+ * @level: level of the successful setsockopt(2)
+ * @name:  option name (SO_RCVTIMEO and SO_SNDTIMEO are read back)
+ */
+void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name);
+
+/**
+ * xs_sock_set_nonblock() - mirror O_NONBLOCK after F_SETFL or FIONBIO
+ * @s:  socket
+ * @on: whether O_NONBLOCK is now set
+ */
+static inline void xs_sock_set_nonblock(struct xs_sock *s, bool on)
+{
+	atomic_store_explicit(&s->nonblock, on, memory_order_relaxed);
+}
+
+/**
+ * xs_sock_polled() - whether poll/epoll/select must ask xsock about @s
+ * @s: socket
+ *
+ * True for an RDMA socket and for a listener with an rdma_cm listener (its
+ * kernel fd still reports peers without xsock), in the process that made
+ * them. Everything else is answered by the kernel fd.
+ */
+bool xs_sock_polled(struct xs_sock *s);
+
+/**
+ * xs_sock_poll_events() - @s's readiness, as poll(2) revents
+ * @s: socket for which xs_sock_polled() holds
+ *
+ * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
+ * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,
+ * POLLERR, as tcp_poll(). Listener: POLLIN when an RDMA connection waits
+ * to be accepted (the kernel fd answers for the others). Reaps
+ * completions and drains the channel fds; never blocks.
+ */
+unsigned int xs_sock_poll_events(struct xs_sock *s);
+
+/**
+ * xs_sock_poll_fds() - fds that turn readable when @s may have news
+ * @s:   socket for which xs_sock_polled() holds
+ * @fds: receives up to two non-blocking fds
+ * Return: how many were written.
+ */
+int xs_sock_poll_fds(struct xs_sock *s, int fds[2]);
+
+/**
+ * xs_sock_poll_arm() - request a completion event before sleeping on the
+ *                      fds of xs_sock_poll_fds(); check events again after
+ * @s: socket for which xs_sock_polled() holds
+ */
+void xs_sock_poll_arm(struct xs_sock *s);
 
 /**
  * xs_dev_available() - whether an RDMA device usable by xsock exists

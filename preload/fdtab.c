@@ -97,6 +97,25 @@ struct xs_sock *xs_fdtab_get(int fd)
 	}
 }
 
+struct xs_sock *xs_fdtab_get_rdma(int fd)
+{
+	fdtab_slot *slot = fdtab_slot_of(fd);
+	struct xs_sock *s;
+
+	if (!slot)
+		return NULL;
+	/* Type-stable memory: reading the kind of a stale object is safe. */
+	s = atomic_load_explicit(slot, memory_order_acquire);
+	if (!s || xs_sock_kind(s) != XS_KIND_RDMA)
+		return NULL;
+	s = xs_fdtab_get(fd);
+	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
+		xs_sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
 /* @fd's slot, allocating its chunk if needed; NULL when out of memory. */
 static fdtab_slot *fdtab_slot_alloc(int fd)
 {

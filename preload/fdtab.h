@@ -46,6 +46,17 @@ size_t xs_fdtab_size(void);
 struct xs_sock *xs_fdtab_get(int fd);
 
 /**
+ * xs_fdtab_get_rdma() - the socket behind @fd if it is carried by RDMA
+ * @fd: any fd number
+ *
+ * The data path's lookup: for kernel TCP sockets and every other fd it
+ * costs two loads and takes no reference.
+ * Context: any thread, lock-free.
+ * Return: the socket with a reference (caller puts it), or NULL.
+ */
+struct xs_sock *xs_fdtab_get_rdma(int fd);
+
+/**
  * xs_fdtab_insert() - make @fd refer to @s
  * @fd: fd number just returned by the kernel
  * @s:  socket; the caller's reference moves into the table, also on failure

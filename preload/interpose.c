@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -106,8 +107,14 @@ XS_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 XS_EXPORT int shutdown(int fd, int how)
 {
-	xs_enter();
-	return XS_CALL(shutdown, fd, how);
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter() || !(s = xs_fdtab_get_rdma(fd)))
+		return XS_CALL(shutdown, fd, how);
+	rc = xs_sock_shutdown(s, fd, how);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
 }
 
 XS_EXPORT int close(int fd)
@@ -120,6 +127,7 @@ XS_EXPORT int close(int fd)
 	/* Remove before close: a reused fd number never sees this entry. */
 	s = xs_fdtab_remove(fd);
 	xs_log_fd_closed(fd);
+	xs_poll_fd_closed(fd);
 	rc = XS_CALL(close, fd);
 	XS_SAVE_ERRNO(xs_sock_put(s));
 	return rc;
@@ -146,8 +154,11 @@ XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 				xs_sock_put(removed[i].s);
 		}
 		free(removed);
-		if (rc == 0)
+		if (rc == 0) {
 			xs_log_fd_closed_range(first, last);
+			for (i = first; i <= last && i < xs_fdtab_size(); i++)
+				xs_poll_fd_closed((int)i);
+		}
 	});
 	return rc;
 }
@@ -217,20 +228,40 @@ XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 XS_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 			 socklen_t len)
 {
-	xs_enter();
-	return XS_CALL(setsockopt, fd, level, name, val, len);
+	struct xs_sock *s;
+	int rc;
+
+	/* Options always reach the kernel fd; the timeouts are mirrored. */
+	if (!xs_enter() || level != SOL_SOCKET || !(s = xs_fdtab_get(fd)))
+		return XS_CALL(setsockopt, fd, level, name, val, len);
+	rc = XS_CALL(setsockopt, fd, level, name, val, len);
+	if (rc == 0)
+		XS_SAVE_ERRNO(xs_sock_setsockopt_done(s, fd, level, name));
+	XS_SAVE_ERRNO(xs_sock_put(s));
+	return rc;
+}
+
+static int name_common(int fd, bool peer, struct sockaddr *addr, socklen_t *len)
+{
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter() || !(s = xs_fdtab_get_rdma(fd)))
+		return peer ? XS_CALL(getpeername, fd, addr, len)
+			    : XS_CALL(getsockname, fd, addr, len);
+	rc = xs_sock_name(s, fd, peer, addr, len);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
 }
 
 XS_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	xs_enter();
-	return XS_CALL(getsockname, fd, addr, len);
+	return name_common(fd, false, addr, len);
 }
 
 XS_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	xs_enter();
-	return XS_CALL(getpeername, fd, addr, len);
+	return name_common(fd, true, addr, len);
 }
 
 /* How the third argument of fcntl(2) is passed, by command. */
@@ -283,6 +314,14 @@ static int fcntl_common(fcntl_fn real, int fd, int cmd, va_list ap)
 	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && xs_enter() &&
 	    (s = xs_fdtab_get(fd)))
 		return dup_track(real(fd, cmd, iarg), s);
+	if (cmd == F_SETFL && xs_enter() && (s = xs_fdtab_get(fd))) {
+		int rc = real(fd, cmd, iarg);
+
+		if (rc == 0)
+			xs_sock_set_nonblock(s, (iarg & O_NONBLOCK) != 0);
+		XS_SAVE_ERRNO(xs_sock_put(s));
+		return rc;
+	}
 	switch (kind) {
 	case FCNTL_ARG_NONE:
 		return real(fd, cmd);
@@ -325,11 +364,20 @@ XS_EXPORT int ioctl(int fd, unsigned long request, ...)
 	void *arg;
 
 	/* Every socket ioctl takes an int or a pointer: pass it as a word. */
+	struct xs_sock *s;
+	int rc;
+
 	va_start(ap, request);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	xs_enter();
-	return XS_CALL(ioctl, fd, request, arg);
+	if (!xs_enter() ||
+	    (request != FIONBIO && request != FIONREAD && request != SIOCOUTQ &&
+	     request != SIOCOUTQNSD) ||
+	    !(s = xs_fdtab_get(fd)))
+		return XS_CALL(ioctl, fd, request, arg);
+	rc = xs_sock_ioctl(s, fd, request, arg);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
 }
 
 XS_EXPORT pid_t fork(void)

@@ -2,12 +2,15 @@
  * preload/io.c - the data half of the socket surface.
  *
  * read/write, readv/writev, send/sendto/sendmsg, recv/recvfrom/recvmsg,
- * the mmsg batches, sendfile and the
- * fortify entry points (__read_chk, __recv_chk, __recvfrom_chk). Kernel TCP
- * sockets and every other fd go straight to libc, so their behaviour is the
- * kernel's bit for bit; RC QP streams are served by core/ once a socket is
- * of kind XS_KIND_RDMA (the stream transport).
+ * the mmsg batches, sendfile and the fortify entry points (__read_chk,
+ * __recv_chk, __recvfrom_chk). Kernel TCP sockets and every other fd go
+ * straight to libc after a lock-free look at the fd table, so their
+ * behaviour is the kernel's bit for bit; sockets carried by an RC QP are
+ * served by xs_sock_send()/xs_sock_recv(), with the argument checks the
+ * kernel would make done here first.
  */
+#include <limits.h>
+#include <stdint.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -17,93 +20,262 @@ ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *alen);
+void __chk_fail(void) __attribute__((noreturn));
+
+/* Look up @fd for the RDMA data path; NULL: pass through to libc. */
+static inline struct xs_sock *io_rdma(int fd)
+{
+	if (!xs_enter())
+		return NULL;
+	return xs_fdtab_get_rdma(fd);
+}
+
+/* iovec arrays as the kernel's import_iovec() checks them. */
+static int io_check_iov(const struct iovec *iov, size_t iovcnt, int toomany)
+{
+	size_t total = 0, i;
+
+	if (iovcnt > IOV_MAX)
+		return toomany;
+	if (iovcnt && !iov)
+		return -EFAULT;
+	for (i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	return 0;
+}
+
+static ssize_t io_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		       int flags)
+{
+	ssize_t rc = xs_sock_send(s, iov, iovcnt, flags);
+
+	xs_sock_put(s);
+	return xs_sys_ret(rc);
+}
+
+static ssize_t io_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		       int flags)
+{
+	ssize_t rc = xs_sock_recv(s, iov, iovcnt, flags);
+
+	xs_sock_put(s);
+	return xs_sys_ret(rc);
+}
+
+static ssize_t io_fail(struct xs_sock *s, int err)
+{
+	xs_sock_put(s);
+	return xs_sys_ret(err);
+}
 
 XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
-	xs_enter();
-	return XS_CALL(read, fd, buf, len);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { buf, len };
+
+	if (!s)
+		return XS_CALL(read, fd, buf, len);
+	return io_recv(s, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
-	xs_enter();
-	return XS_CALL(write, fd, buf, len);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { (void *)buf, len };
+
+	if (!s)
+		return XS_CALL(write, fd, buf, len);
+	return io_send(s, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	xs_enter();
-	return XS_CALL(readv, fd, iov, iovcnt);
+	struct xs_sock *s = io_rdma(fd);
+	int rc;
+
+	if (!s)
+		return XS_CALL(readv, fd, iov, iovcnt);
+	if (iovcnt < 0)
+		return io_fail(s, -EINVAL);
+	rc = io_check_iov(iov, (size_t)iovcnt, -EINVAL);
+	if (rc)
+		return io_fail(s, rc);
+	return io_recv(s, iov, iovcnt, 0);
 }
 
 XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	xs_enter();
-	return XS_CALL(writev, fd, iov, iovcnt);
+	struct xs_sock *s = io_rdma(fd);
+	int rc;
+
+	if (!s)
+		return XS_CALL(writev, fd, iov, iovcnt);
+	if (iovcnt < 0)
+		return io_fail(s, -EINVAL);
+	rc = io_check_iov(iov, (size_t)iovcnt, -EINVAL);
+	if (rc)
+		return io_fail(s, rc);
+	return io_send(s, iov, iovcnt, 0);
 }
 
 XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	xs_enter();
-	return XS_CALL(recv, fd, buf, len, flags);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { buf, len };
+
+	if (!s)
+		return XS_CALL(recv, fd, buf, len, flags);
+	return io_recv(s, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 			   struct sockaddr *addr, socklen_t *alen)
 {
-	xs_enter();
-	return XS_CALL(recvfrom, fd, buf, len, flags, addr, alen);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { buf, len };
+	ssize_t rc;
+
+	if (!s)
+		return XS_CALL(recvfrom, fd, buf, len, flags, addr, alen);
+	rc = io_recv(s, &v, 1, flags);
+	/* TCP reports no source address: a length of 0 (inet_recvmsg) */
+	if (rc >= 0 && addr && alen)
+		*alen = 0;
+	return rc;
 }
 
 XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	xs_enter();
-	return XS_CALL(recvmsg, fd, msg, flags);
+	struct xs_sock *s = io_rdma(fd);
+	ssize_t rc;
+
+	if (!s)
+		return XS_CALL(recvmsg, fd, msg, flags);
+	if (!msg)
+		return io_fail(s, -EFAULT);
+	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
+	if (rc)
+		return io_fail(s, rc);
+	rc = io_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (rc >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return rc;
 }
 
 XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags, struct timespec *timeout)
 {
-	xs_enter();
-	return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
+	struct xs_sock *s = io_rdma(fd);
+	unsigned int i;
+	ssize_t rc;
+
+	if (!s)
+		return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
+	xs_sock_put(s);
+	/* A stream socket: each message is one recvmsg(2), as the kernel
+	 * loops; only the first may wait (MSG_WAITFORONE semantics). */
+	for (i = 0; i < vlen; i++) {
+		rc = recvmsg(fd, &vec[i].msg_hdr,
+			     (flags & ~MSG_WAITFORONE) |
+				     (i && (flags & MSG_WAITFORONE)
+					      ? MSG_DONTWAIT
+					      : 0));
+		if (rc < 0)
+			return i ? (int)i : -1;
+		vec[i].msg_len = (unsigned int)rc;
+		if (rc == 0)
+			return (int)i + 1;
+	}
+	return (int)vlen;
 }
 
 XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	xs_enter();
-	return XS_CALL(send, fd, buf, len, flags);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { (void *)buf, len };
+
+	if (!s)
+		return XS_CALL(send, fd, buf, len, flags);
+	return io_send(s, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 const struct sockaddr *addr, socklen_t alen)
 {
-	xs_enter();
-	return XS_CALL(sendto, fd, buf, len, flags, addr, alen);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { (void *)buf, len };
+
+	if (!s)
+		return XS_CALL(sendto, fd, buf, len, flags, addr, alen);
+	/* A connected TCP socket ignores the address (tcp_sendmsg). */
+	return io_send(s, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	xs_enter();
-	return XS_CALL(sendmsg, fd, msg, flags);
+	struct xs_sock *s = io_rdma(fd);
+	int rc;
+
+	if (!s)
+		return XS_CALL(sendmsg, fd, msg, flags);
+	if (!msg)
+		return io_fail(s, -EFAULT);
+	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
+	if (rc)
+		return io_fail(s, rc);
+	return io_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags)
 {
-	xs_enter();
-	return XS_CALL(sendmmsg, fd, vec, vlen, flags);
+	struct xs_sock *s = io_rdma(fd);
+	unsigned int i;
+	ssize_t rc;
+
+	if (!s)
+		return XS_CALL(sendmmsg, fd, vec, vlen, flags);
+	xs_sock_put(s);
+	for (i = 0; i < vlen; i++) {
+		rc = sendmsg(fd, &vec[i].msg_hdr, flags);
+		if (rc < 0)
+			return i ? (int)i : -1;
+		vec[i].msg_len = (unsigned int)rc;
+	}
+	return (int)vlen;
+}
+
+static ssize_t io_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
+			   size_t count)
+{
+	ssize_t rc = xs_sock_sendfile(s, in_fd, offset, count);
+
+	xs_sock_put(s);
+	return xs_sys_ret(rc);
 }
 
 XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	xs_enter();
-	return XS_CALL(sendfile, out_fd, in_fd, offset, count);
+	struct xs_sock *s = io_rdma(out_fd);
+
+	if (!s)
+		return XS_CALL(sendfile, out_fd, in_fd, offset, count);
+	return io_sendfile(s, in_fd, offset, count);
 }
 
 XS_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 			     size_t count)
 {
-	xs_enter();
+	struct xs_sock *s = io_rdma(out_fd);
+
+	if (s)
+		return io_sendfile(s, in_fd, (off_t *)offset, count);
 	if (!xs_real.sendfile64)
 		return XS_CALL(sendfile, out_fd, in_fd, (off_t *)offset, count);
 	return XS_CALL(sendfile64, out_fd, in_fd, offset, count);
@@ -111,25 +283,45 @@ XS_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 
 /*
  * Fortify entry points: glibc's own versions check the buffer length and
- * abort through __chk_fail(); forwarding to them keeps that contract.
+ * abort through __chk_fail(); forwarding to them keeps that contract, and
+ * the RDMA path makes the same check.
  */
 XS_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
-	xs_enter();
-	return XS_CALL(__read_chk, fd, buf, len, buflen);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { buf, len };
+
+	if (!s)
+		return XS_CALL(__read_chk, fd, buf, len, buflen);
+	if (len > buflen)
+		__chk_fail();
+	return io_recv(s, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 			     int flags)
 {
-	xs_enter();
-	return XS_CALL(__recv_chk, fd, buf, len, buflen, flags);
+	struct xs_sock *s = io_rdma(fd);
+	struct iovec v = { buf, len };
+
+	if (!s)
+		return XS_CALL(__recv_chk, fd, buf, len, buflen, flags);
+	if (len > buflen)
+		__chk_fail();
+	return io_recv(s, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 				 int flags, struct sockaddr *addr,
 				 socklen_t *alen)
 {
-	xs_enter();
-	return XS_CALL(__recvfrom_chk, fd, buf, len, buflen, flags, addr, alen);
+	struct xs_sock *s = io_rdma(fd);
+
+	if (!s)
+		return XS_CALL(__recvfrom_chk, fd, buf, len, buflen, flags,
+			       addr, alen);
+	xs_sock_put(s);
+	if (len > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, len, flags, addr, alen);
 }

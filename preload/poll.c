@@ -3,40 +3,636 @@
  *
  * Kernel fds (kernel TCP sockets included) are waited on by the kernel
  * itself, so timeouts, EINTR and sigmask handling are the kernel's own.
- * RC QP streams join these waits through their completion-channel fds in
- * the hybrid polling backend (spin XSOCK_SPIN_US, then sleep).
+ * A wait that involves an RDMA socket (or a listener with an rdma_cm
+ * listener) runs the hybrid backend: check xsock readiness, spin on it for
+ * XSOCK_SPIN_US, arm the CQs, check again, then sleep in one real
+ * ppoll(2) over the application's kernel fds and the sockets' completion
+ * and CM channel fds. Nothing is lost between the check and the sleep:
+ * a completion after the arm makes its channel fd readable.
+ *
+ * epoll: kernel fds live in the application's own epoll set as usual.
+ * xsock members are kept beside it (struct ep_set), their channel fds in a
+ * private "inner" epoll set; a sleeping epoll_wait waits on both sets. No
+ * foreign entry ever enters the application's set, so its data.u64 values
+ * come back untouched.
  */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "preload.h"
 
 int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		const sigset_t *sigmask, size_t fdslen);
+void __chk_fail(void) __attribute__((noreturn));
+
+#define POLL_FOREVER UINT64_MAX
+#define POLL_ALWAYS  (POLLERR | POLLHUP | POLLNVAL) /* reported unasked */
+
+static uint64_t poll_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t poll_deadline_ms(int timeout_ms)
+{
+	return timeout_ms < 0 ? POLL_FOREVER
+			      : poll_now_us() + (uint64_t)timeout_ms * 1000u;
+}
+
+static uint64_t poll_deadline_ts(const struct timespec *ts)
+{
+	if (!ts)
+		return POLL_FOREVER;
+	return poll_now_us() + (uint64_t)ts->tv_sec * 1000000u +
+	       (uint64_t)ts->tv_nsec / 1000u;
+}
+
+/* Time left to @deadline as a timespec for ppoll; NULL when forever. */
+static const struct timespec *poll_left(uint64_t deadline, struct timespec *ts)
+{
+	uint64_t now, left;
+
+	if (deadline == POLL_FOREVER)
+		return NULL;
+	now = poll_now_us();
+	left = deadline > now ? deadline - now : 0;
+	ts->tv_sec = (time_t)(left / 1000000u);
+	ts->tv_nsec = (long)(left % 1000000u) * 1000;
+	return ts;
+}
+
+static uint64_t poll_spin_us(void)
+{
+	const struct xs_config *cfg = xs_core_cfg();
+
+	return cfg ? cfg->spin_us : 0;
+}
+
+/* The socket behind @fd when a wait must ask xsock about it, or NULL. */
+static struct xs_sock *poll_sock(int fd)
+{
+	struct xs_sock *s = xs_fdtab_get(fd);
+
+	if (s && !xs_sock_polled(s)) {
+		xs_sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* ---------------------------------------------------------------- poll */
+
+/*
+ * Fill in the revents of the xsock entries (socks[i] != NULL); kernel
+ * entries keep what they have. Return: entries with revents.
+ */
+static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
+			short *kernel_revents)
+{
+	int ready = 0;
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		short rev = kernel_revents ? kernel_revents[i] : 0;
+
+		if (socks[i])
+			rev |= (short)(xs_sock_poll_events(socks[i]) &
+				       (fds[i].events | POLL_ALWAYS));
+		fds[i].revents = rev;
+		ready += rev != 0;
+	}
+	return ready;
+}
+
+/*
+ * The emulated wait. @socks[i] holds a reference for each xsock entry.
+ * Return: as poll(2).
+ */
+static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
+			 uint64_t deadline, const sigset_t *sigmask)
+{
+	struct pollfd *real;
+	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
+	short *krev;
+	uint64_t spin_until;
+	struct timespec ts;
+	nfds_t i, m = 0;
+	int ready, rc, k, cfds[2];
+
+	real = calloc(3 * n + 1, sizeof(*real));
+	back = calloc(3 * n + 1, sizeof(*back));
+	krev = calloc(n + 1, sizeof(*krev));
+	if (!real || !back || !krev) {
+		free(real);
+		free(back);
+		free(krev);
+		return (int)xs_sys_ret(-ENOMEM);
+	}
+	/* kernel entries (and a listener's own kernel fd) as given */
+	for (i = 0; i < n; i++) {
+		if (socks[i] && xs_sock_kind(socks[i]) == XS_KIND_RDMA)
+			continue;
+		real[m] = fds[i];
+		back[m++] = i;
+	}
+	for (i = 0; i < n; i++) {
+		if (!socks[i])
+			continue;
+		rc = xs_sock_poll_fds(socks[i], cfds);
+		for (k = 0; k < rc; k++) {
+			real[m] = (struct pollfd){ cfds[k], POLLIN, 0 };
+			back[m++] = SIZE_MAX;
+		}
+	}
+	spin_until = poll_now_us() + poll_spin_us();
+	for (;;) {
+		ready = poll_collect(fds, n, socks, krev);
+		if (ready || deadline == 0)
+			break;
+		if (poll_now_us() < spin_until && poll_now_us() < deadline)
+			continue;
+		for (i = 0; i < n; i++)
+			if (socks[i])
+				xs_sock_poll_arm(socks[i]);
+		ready = poll_collect(fds, n, socks, krev);
+		if (ready)
+			break;
+		rc = xs_real.ppoll(real, m, poll_left(deadline, &ts), sigmask);
+		if (rc < 0) {
+			ready = -errno;
+			break;
+		}
+		for (i = 0; i < m; i++)
+			if (back[i] != SIZE_MAX)
+				krev[back[i]] = real[i].revents;
+		if (rc == 0 && deadline != POLL_FOREVER &&
+		    poll_now_us() >= deadline) {
+			ready = poll_collect(fds, n, socks, krev);
+			break;
+		}
+	}
+	/* Kernel entries not yet looked at this round: a final peek. */
+	if (ready >= 0 && m) {
+		for (i = 0; i < m; i++)
+			real[i].revents = 0;
+		if (xs_real.poll(real, m, 0) > 0) {
+			for (i = 0; i < m; i++)
+				if (back[i] != SIZE_MAX)
+					krev[back[i]] = real[i].revents;
+			ready = poll_collect(fds, n, socks, krev);
+		}
+	}
+	free(real);
+	free(back);
+	free(krev);
+	return (int)xs_sys_ret(ready);
+}
+
+/* Whether any of @fds needs emulation; fills @socks (NULL when none). */
+static struct xs_sock **poll_socks(struct pollfd *fds, nfds_t n)
+{
+	struct xs_sock **socks = NULL;
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		struct xs_sock *s = poll_sock(fds[i].fd);
+
+		if (!s)
+			continue;
+		if (!socks && !(socks = calloc(n, sizeof(*socks)))) {
+			xs_sock_put(s);
+			return NULL; /* out of memory: the kernel answers */
+		}
+		socks[i] = s;
+	}
+	return socks;
+}
+
+static void poll_put_all(struct xs_sock **socks, nfds_t n)
+{
+	nfds_t i;
+
+	for (i = 0; i < n; i++)
+		xs_sock_put(socks[i]);
+	free(socks);
+}
+
+static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
+		       const sigset_t *sigmask, bool *handled)
+{
+	struct xs_sock **socks;
+	int rc;
+
+	*handled = false;
+	if (!xs_enter() || !fds || nfds > xs_fdtab_size())
+		return 0;
+	socks = poll_socks(fds, nfds);
+	if (!socks)
+		return 0;
+	*handled = true;
+	rc = poll_emulated(fds, nfds, socks, deadline, sigmask);
+	XS_SAVE_ERRNO(poll_put_all(socks, nfds));
+	return rc;
+}
 
 XS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
-	xs_enter();
-	return XS_CALL(poll, fds, nfds, timeout_ms);
+	bool handled;
+	int rc = poll_common(fds, nfds,
+			     timeout_ms == 0 ? 0 : poll_deadline_ms(timeout_ms),
+			     NULL, &handled);
+
+	return handled ? rc : XS_CALL(poll, fds, nfds, timeout_ms);
 }
 
 XS_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 		    const struct timespec *timeout, const sigset_t *sigmask)
 {
-	xs_enter();
-	return XS_CALL(ppoll, fds, nfds, timeout, sigmask);
+	bool handled = false;
+	int rc = 0;
+
+	/* An invalid timeout is the kernel's EINVAL: let it answer. */
+	if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
+			 timeout->tv_nsec < 1000000000))
+		rc = poll_common(fds, nfds,
+				 timeout && !timeout->tv_sec &&
+						 !timeout->tv_nsec
+					 ? 0
+					 : poll_deadline_ts(timeout),
+				 sigmask, &handled);
+	return handled ? rc : XS_CALL(ppoll, fds, nfds, timeout, sigmask);
+}
+
+XS_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms,
+			 size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return poll(fds, nfds, timeout_ms);
+}
+
+XS_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
+			  const struct timespec *timeout,
+			  const sigset_t *sigmask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return ppoll(fds, nfds, timeout, sigmask);
+}
+
+/* -------------------------------------------------------------- select */
+
+/* Whether a set bit of the fd sets below @nfds is an emulated socket. */
+static bool select_needed(int nfds, fd_set *r, fd_set *w, fd_set *e)
+{
+	struct xs_sock *s;
+	int fd;
+
+	if (nfds <= 0 || nfds > FD_SETSIZE)
+		return false;
+	for (fd = 0; fd < nfds; fd++) {
+		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
+		      (e && FD_ISSET(fd, e))))
+			continue;
+		s = poll_sock(fd);
+		if (s) {
+			xs_sock_put(s);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* select over poll_emulated(), as the kernel maps the two (fs/select.c). */
+static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *e,
+			   uint64_t deadline, const sigset_t *sigmask)
+{
+	struct pollfd *fds = calloc((size_t)nfds, sizeof(*fds));
+	struct xs_sock **socks;
+	nfds_t n = 0, i;
+	int fd, rc, count = 0;
+
+	if (!fds)
+		return (int)xs_sys_ret(-ENOMEM);
+	for (fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+
+		ev |= r && FD_ISSET(fd, r) ? POLLIN : 0;
+		ev |= w && FD_ISSET(fd, w) ? POLLOUT : 0;
+		ev |= e && FD_ISSET(fd, e) ? POLLPRI : 0;
+		if (ev)
+			fds[n++] = (struct pollfd){ fd, ev, 0 };
+	}
+	socks = poll_socks(fds, n);
+	if (!socks) {
+		free(fds);
+		return (int)xs_sys_ret(-ENOMEM);
+	}
+	rc = poll_emulated(fds, n, socks, deadline, sigmask);
+	XS_SAVE_ERRNO(poll_put_all(socks, n));
+	if (rc >= 0) {
+		for (i = 0; i < n && rc >= 0; i++) {
+			if (fds[i].revents & POLLNVAL) {
+				rc = (int)xs_sys_ret(-EBADF);
+				break;
+			}
+		}
+	}
+	if (rc < 0) {
+		free(fds);
+		return rc;
+	}
+	if (r)
+		FD_ZERO(r);
+	if (w)
+		FD_ZERO(w);
+	if (e)
+		FD_ZERO(e);
+	for (i = 0; i < n; i++) {
+		short rev = fds[i].revents;
+
+		if (r && (fds[i].events & POLLIN) &&
+		    (rev & (POLLIN | POLLHUP | POLLERR))) {
+			FD_SET(fds[i].fd, r);
+			count++;
+		}
+		if (w && (fds[i].events & POLLOUT) &&
+		    (rev & (POLLOUT | POLLERR))) {
+			FD_SET(fds[i].fd, w);
+			count++;
+		}
+		if (e && (fds[i].events & POLLPRI) && (rev & POLLPRI)) {
+			FD_SET(fds[i].fd, e);
+			count++;
+		}
+	}
+	free(fds);
+	return count;
 }
 
 XS_EXPORT int select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		     struct timeval *timeout)
 {
-	xs_enter();
-	return XS_CALL(select, nfds, rfds, wfds, efds, timeout);
+	uint64_t deadline = POLL_FOREVER;
+
+	if (!xs_enter() || !select_needed(nfds, rfds, wfds, efds) ||
+	    (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)))
+		return XS_CALL(select, nfds, rfds, wfds, efds, timeout);
+	if (timeout)
+		deadline =
+			timeout->tv_sec || timeout->tv_usec
+				? poll_now_us() +
+					  (uint64_t)timeout->tv_sec * 1000000u +
+					  (uint64_t)timeout->tv_usec
+				: 0;
+	return select_emulated(nfds, rfds, wfds, efds, deadline, NULL);
 }
 
 XS_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		      const struct timespec *timeout, const sigset_t *sigmask)
 {
-	xs_enter();
-	return XS_CALL(pselect, nfds, rfds, wfds, efds, timeout, sigmask);
+	uint64_t deadline;
+
+	if (!xs_enter() || !select_needed(nfds, rfds, wfds, efds) ||
+	    (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			 timeout->tv_nsec >= 1000000000)))
+		return XS_CALL(pselect, nfds, rfds, wfds, efds, timeout,
+			       sigmask);
+	deadline = timeout && !timeout->tv_sec && !timeout->tv_nsec
+			   ? 0
+			   : poll_deadline_ts(timeout);
+	return select_emulated(nfds, rfds, wfds, efds, deadline, sigmask);
+}
+
+/* --------------------------------------------------------------- epoll */
+
+/* One xsock socket in an epoll set. */
+struct ep_member {
+	int fd;
+	struct xs_sock *s; /* reference */
+	uint32_t events;   /* as registered, EPOLLET/ONESHOT included */
+	epoll_data_t data;
+	uint32_t reported; /* EPOLLET: bits reported and still ready */
+	bool disabled;	   /* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
+};
+
+struct ep_set {
+	pthread_mutex_t lock;
+	int inner; /* private epoll fd: the members' channel fds */
+	struct ep_member *m;
+	size_t nr, cap;
+};
+
+/* epoll fd -> its xsock members, for epoll fds that ever had one */
+static _Atomic(struct ep_set *) *ep_table;
+static pthread_mutex_t ep_table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ep_set *ep_lookup(int epfd)
+{
+	_Atomic(struct ep_set *) *t = ep_table;
+
+	if (!t || epfd < 0 || (size_t)epfd >= xs_fdtab_size())
+		return NULL;
+	return atomic_load_explicit(&t[epfd], memory_order_acquire);
+}
+
+/* Whether @fd is an epoll instance (what epoll_ctl would accept). */
+static bool ep_is_epoll(int fd)
+{
+	char path[64], link[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = '\0';
+	return strcmp(link, "anon_inode:[eventpoll]") == 0;
+}
+
+/* The member set of @epfd, made on first use. Return: set, or NULL with
+ * the errno epoll_ctl would give (-EBADF, -EINVAL, -ENOMEM). */
+static struct ep_set *ep_get_or_make(int epfd, int *err)
+{
+	struct ep_set *ep = ep_lookup(epfd);
+
+	if (ep)
+		return ep;
+	if (epfd < 0 || (size_t)epfd >= xs_fdtab_size() ||
+	    xs_real.fcntl(epfd, F_GETFD) < 0) {
+		*err = -EBADF;
+		return NULL;
+	}
+	if (!ep_is_epoll(epfd)) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	pthread_mutex_lock(&ep_table_lock);
+	if (!ep_table)
+		ep_table = calloc(xs_fdtab_size(), sizeof(*ep_table));
+	ep = ep_table ? atomic_load(&ep_table[epfd]) : NULL;
+	if (ep_table && !ep) {
+		ep = calloc(1, sizeof(*ep));
+		if (ep) {
+			pthread_mutex_init(&ep->lock, NULL);
+			ep->inner = xs_real.epoll_create1(EPOLL_CLOEXEC);
+			if (ep->inner < 0) {
+				free(ep);
+				ep = NULL;
+			} else {
+				atomic_store(&ep_table[epfd], ep);
+			}
+		}
+	}
+	pthread_mutex_unlock(&ep_table_lock);
+	if (!ep)
+		*err = -ENOMEM;
+	return ep;
+}
+
+/* Forget the members of @fd, an epoll fd being closed. */
+void xs_poll_fd_closed(int fd)
+{
+	struct ep_set *ep;
+	size_t i;
+
+	if (!ep_table || fd < 0 || (size_t)fd >= xs_fdtab_size())
+		return;
+	ep = atomic_exchange(&ep_table[fd], NULL);
+	if (!ep)
+		return;
+	for (i = 0; i < ep->nr; i++)
+		xs_sock_put(ep->m[i].s);
+	xs_real.close(ep->inner);
+	free(ep->m);
+	pthread_mutex_destroy(&ep->lock);
+	free(ep);
+}
+
+static struct ep_member *ep_find(struct ep_set *ep, int fd)
+{
+	size_t i;
+
+	for (i = 0; i < ep->nr; i++)
+		if (ep->m[i].fd == fd)
+			return &ep->m[i];
+	return NULL;
+}
+
+/* Whether another member of @ep shares @s (a dup'ed fd). */
+static bool ep_shares(struct ep_set *ep, struct xs_sock *s, int fd)
+{
+	size_t i;
+
+	for (i = 0; i < ep->nr; i++)
+		if (ep->m[i].s == s && ep->m[i].fd != fd)
+			return true;
+	return false;
+}
+
+static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int fds[2], n, k;
+
+	n = xs_sock_poll_fds(s, fds);
+	for (k = 0; k < n; k++) {
+		ev.data.fd = fds[k];
+		xs_real.epoll_ctl(ep->inner, op, fds[k], &ev);
+	}
+}
+
+static void ep_remove(struct ep_set *ep, struct ep_member *m)
+{
+	struct xs_sock *s = m->s;
+	int fd = m->fd;
+
+	*m = ep->m[--ep->nr];
+	if (!ep_shares(ep, s, fd))
+		ep_channels(ep, s, EPOLL_CTL_DEL);
+	xs_sock_put(s);
+}
+
+/* epoll_ctl for an emulated socket; @s's reference is the caller's. */
+static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
+		  struct epoll_event *event)
+{
+	struct ep_set *ep;
+	struct ep_member *m;
+	int err = 0;
+
+	if (epfd == fd)
+		return -EINVAL;
+	ep = ep_get_or_make(epfd, &err);
+	if (!ep)
+		return err;
+	if (op != EPOLL_CTL_DEL && !event)
+		return -EFAULT;
+	pthread_mutex_lock(&ep->lock);
+	m = ep_find(ep, fd);
+	if (m && m->s != s) { /* fd number reused behind epoll's back */
+		ep_remove(ep, m);
+		m = NULL;
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (m) {
+			err = -EEXIST;
+			break;
+		}
+		if (ep->nr == ep->cap) {
+			size_t cap = ep->cap ? 2 * ep->cap : 8;
+			struct ep_member *nm =
+				realloc(ep->m, cap * sizeof(*nm));
+
+			if (!nm) {
+				err = -ENOMEM;
+				break;
+			}
+			ep->m = nm;
+			ep->cap = cap;
+		}
+		if (!ep_shares(ep, s, fd))
+			ep_channels(ep, s, EPOLL_CTL_ADD);
+		xs_sock_get(s);
+		ep->m[ep->nr++] =
+			(struct ep_member){ fd,		 s, event->events,
+					    event->data, 0, false };
+		break;
+	case EPOLL_CTL_MOD:
+		if (!m) {
+			err = -ENOENT;
+			break;
+		}
+		m->events = event->events;
+		m->data = event->data;
+		m->reported = 0;
+		m->disabled = false;
+		break;
+	case EPOLL_CTL_DEL:
+		if (!m) {
+			err = -ENOENT;
+			break;
+		}
+		ep_remove(ep, m);
+		break;
+	default:
+		err = -EINVAL;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return err;
 }
 
 XS_EXPORT int epoll_create(int size)
@@ -53,44 +649,175 @@ XS_EXPORT int epoll_create1(int flags)
 
 XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 {
-	xs_enter();
-	return XS_CALL(epoll_ctl, epfd, op, fd, event);
+	struct xs_sock *s;
+	int rc;
+
+	if (!xs_enter() || !(s = poll_sock(fd)))
+		return XS_CALL(epoll_ctl, epfd, op, fd, event);
+	if (xs_sock_kind(s) == XS_KIND_LISTEN) {
+		/* the kernel listener answers for peers without xsock */
+		rc = XS_CALL(epoll_ctl, epfd, op, fd, event);
+		if (rc == 0)
+			XS_SAVE_ERRNO(ep_ctl(epfd, op, fd, s, event));
+		XS_SAVE_ERRNO(xs_sock_put(s));
+		return rc;
+	}
+	rc = ep_ctl(epfd, op, fd, s, event);
+	xs_sock_put(s);
+	return (int)xs_sys_ret(rc);
+}
+
+/*
+ * Ready xsock members into @out (at most @max). Drops members whose fd
+ * was closed behind epoll's back, as the kernel's close removes them.
+ */
+static int ep_collect(struct ep_set *ep, struct epoll_event *out, int max)
+{
+	int n = 0;
+	size_t i;
+
+	pthread_mutex_lock(&ep->lock);
+	for (i = 0; i < ep->nr && n < max; i++) {
+		struct ep_member *m = &ep->m[i];
+		struct xs_sock *now = xs_fdtab_get(m->fd);
+		uint32_t want, ready;
+
+		xs_sock_put(now);
+		if (now != m->s) {
+			ep_remove(ep, m);
+			i--;
+			continue;
+		}
+		if (m->disabled)
+			continue;
+		want = (m->events &
+			(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
+		       EPOLLERR | EPOLLHUP;
+		ready = xs_sock_poll_events(m->s) & want;
+		if (m->events & EPOLLET) {
+			uint32_t fresh = ready & ~m->reported;
+
+			m->reported = ready;
+			ready = fresh ? ready : 0;
+		}
+		if (!ready)
+			continue;
+		out[n].events = ready;
+		out[n].data = m->data;
+		n++;
+		if (m->events & EPOLLONESHOT)
+			m->disabled = true;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return n;
+}
+
+static void ep_arm(struct ep_set *ep)
+{
+	size_t i;
+
+	pthread_mutex_lock(&ep->lock);
+	for (i = 0; i < ep->nr; i++)
+		xs_sock_poll_arm(ep->m[i].s);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
+		   int max, uint64_t deadline, const sigset_t *sigmask)
+{
+	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
+				 { ep->inner, POLLIN, 0 } };
+	uint64_t spin_until = poll_now_us() + poll_spin_us();
+	struct epoll_event junk[16];
+	struct timespec ts;
+	int n, k;
+
+	for (;;) {
+		n = ep_collect(ep, events, max);
+		if (n < max) {
+			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
+			if (k < 0)
+				return n ? n : -1;
+			n += k;
+		}
+		if (n || deadline == 0)
+			return n;
+		if (poll_now_us() < spin_until && poll_now_us() < deadline)
+			continue;
+		ep_arm(ep);
+		n = ep_collect(ep, events, max);
+		if (n)
+			return n;
+		k = xs_real.ppoll(pfd, 2, poll_left(deadline, &ts), sigmask);
+		if (k < 0)
+			return -1;
+		/* channel fds are drained by ep_collect; the inner set's
+		 * readiness only woke us */
+		(void)!XS_CALL(epoll_wait, ep->inner, junk, 16, 0);
+		if (k == 0 && deadline != POLL_FOREVER &&
+		    poll_now_us() >= deadline)
+			deadline = 0; /* one last look, then 0 */
+	}
+}
+
+static int ep_wait_common(int epfd, struct epoll_event *events, int max,
+			  uint64_t deadline, const sigset_t *sigmask,
+			  bool *handled)
+{
+	struct ep_set *ep;
+
+	*handled = false;
+	if (!xs_enter() || !(ep = ep_lookup(epfd)) || max <= 0 || !events)
+		return 0;
+	pthread_mutex_lock(&ep->lock);
+	*handled = ep->nr > 0;
+	pthread_mutex_unlock(&ep->lock);
+	if (!*handled)
+		return 0;
+	return ep_wait(epfd, ep, events, max, deadline, sigmask);
 }
 
 XS_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 			 int timeout_ms)
 {
-	xs_enter();
-	return XS_CALL(epoll_wait, epfd, events, maxevents, timeout_ms);
+	/* epoll_wait is epoll_pwait without a mask (fs/eventpoll.c) */
+	if (!xs_enter() || !ep_lookup(epfd))
+		return XS_CALL(epoll_wait, epfd, events, maxevents, timeout_ms);
+	return epoll_pwait(epfd, events, maxevents, timeout_ms, NULL);
 }
 
 XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			  int timeout_ms, const sigset_t *sigmask)
 {
-	xs_enter();
-	return XS_CALL(epoll_pwait, epfd, events, maxevents, timeout_ms,
-		       sigmask);
+	bool handled;
+	int rc = ep_wait_common(epfd, events, maxevents,
+				timeout_ms == 0 ? 0
+						: poll_deadline_ms(timeout_ms),
+				sigmask, &handled);
+
+	return handled ? rc
+		       : XS_CALL(epoll_pwait, epfd, events, maxevents,
+				 timeout_ms, sigmask);
 }
 
 XS_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 			   const struct timespec *timeout,
 			   const sigset_t *sigmask)
 {
-	xs_enter();
-	return XS_CALL(epoll_pwait2, epfd, events, maxevents, timeout, sigmask);
-}
+	bool handled = false;
+	int rc = 0;
 
-XS_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms,
-			 size_t fdslen)
-{
-	xs_enter();
-	return XS_CALL(__poll_chk, fds, nfds, timeout_ms, fdslen);
-}
-
-XS_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
-			  const struct timespec *timeout,
-			  const sigset_t *sigmask, size_t fdslen)
-{
-	xs_enter();
-	return XS_CALL(__ppoll_chk, fds, nfds, timeout, sigmask, fdslen);
+	if (!xs_real.epoll_pwait2)
+		return xs_no_symbol();
+	if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
+			 timeout->tv_nsec < 1000000000))
+		rc = ep_wait_common(epfd, events, maxevents,
+				    timeout && !timeout->tv_sec &&
+						    !timeout->tv_nsec
+					    ? 0
+					    : poll_deadline_ts(timeout),
+				    sigmask, &handled);
+	return handled ? rc
+		       : xs_real.epoll_pwait2(epfd, events, maxevents, timeout,
+					      sigmask);
 }

@@ -46,6 +46,12 @@ static inline bool xs_enter(void)
 	return atomic_load_explicit(&xs_active, memory_order_relaxed);
 }
 
+/**
+ * xs_poll_fd_closed() - forget the epoll emulation state of @fd
+ * @fd: an fd being closed (any kind; most have no state)
+ */
+void xs_poll_fd_closed(int fd);
+
 static inline int xs_no_symbol(void)
 {
 	errno = ENOSYS;

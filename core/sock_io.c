@@ -1,0 +1,238 @@
+/*
+ * core/sock_io.c - the socket calls of an RDMA socket, as TCP answers them.
+ *
+ * Turns send/recv flags, O_NONBLOCK and SO_RCVTIMEO/SO_SNDTIMEO into the
+ * stream's timeouts, raises SIGPIPE like the kernel, answers shutdown,
+ * get{sock,peer}name and the queue ioctls from the RC stream, and mirrors
+ * the file status that control calls set on the kernel fd. It does not own
+ * the stream protocol (stream.c) nor the transport decision (sock.c).
+ * Context: any thread; the stream has its own lock.
+ */
+#include <linux/sockios.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "stats.h"
+#include "stream.h"
+
+/* Flags a TCP send/recv accepts and xsock honours or may ignore. */
+#define SOCK_SEND_FLAGS                                                        \
+	(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM |      \
+	 MSG_DONTROUTE)
+#define SOCK_RECV_FLAGS                                                        \
+	(MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_CMSG_CLOEXEC)
+
+/*
+ * The inherited RDMA socket of a forked child: its QP belongs to the
+ * parent (shared kernel context), so the child never touches it.
+ */
+static bool sock_foreign(const struct xs_sock *s)
+{
+	return s->rdma_pid != getpid();
+}
+
+static int sock_timeout(struct xs_sock *s, int flags, bool send)
+{
+	int t;
+
+	if ((flags & MSG_DONTWAIT) ||
+	    atomic_load_explicit(&s->nonblock, memory_order_relaxed))
+		return 0;
+	t = send ? atomic_load_explicit(&s->sndtimeo_ms, memory_order_relaxed)
+		 : atomic_load_explicit(&s->rcvtimeo_ms, memory_order_relaxed);
+	return t ? t : -1;
+}
+
+ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		     int flags)
+{
+	ssize_t rc;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+	if (sock_foreign(s))
+		return -ECONNRESET;
+	xs_tls_depth++;
+	rc = xs_stream_send(s->stream, iov, iovcnt,
+			    sock_timeout(s, flags, true));
+	xs_tls_depth--;
+	if (rc > 0)
+		xs_stats_add(rdma_bytes_sent, (unsigned long)rc);
+	else if (rc == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE); /* the kernel's send_sig(SIGPIPE, current) */
+	return rc;
+}
+
+ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
+		     int flags)
+{
+	int rflags = 0;
+	ssize_t rc;
+
+	if (flags & MSG_OOB)
+		return -EINVAL; /* tcp_recv_urg() without urgent data */
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN; /* nothing is ever queued there */
+	if (sock_foreign(s))
+		return -ECONNRESET;
+	if (flags & MSG_PEEK)
+		rflags |= XS_RECV_PEEK;
+	if (flags & MSG_WAITALL)
+		rflags |= XS_RECV_WAITALL;
+	xs_tls_depth++;
+	rc = xs_stream_recv(s->stream, iov, iovcnt, rflags,
+			    sock_timeout(s, flags, false));
+	xs_tls_depth--;
+	if (rc > 0 && !(flags & MSG_PEEK))
+		xs_stats_add(rdma_bytes_received, (unsigned long)rc);
+	return rc;
+}
+
+ssize_t xs_sock_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
+			 size_t count)
+{
+	size_t chunk = 64u << 10, done = 0;
+	struct iovec v;
+	ssize_t n, m;
+	char *buf;
+
+	if (sock_foreign(s))
+		return -ECONNRESET;
+	buf = malloc(chunk);
+	if (!buf)
+		return -ENOMEM;
+	while (done < count) {
+		size_t want = count - done < chunk ? count - done : chunk;
+
+		n = offset ? pread(in_fd, buf, want, *offset)
+			   : xs_real.read(in_fd, buf, want);
+		if (n <= 0) {
+			if (n < 0 && !done)
+				done = (size_t)-errno; /* reported below */
+			break;
+		}
+		v = (struct iovec){ buf, (size_t)n };
+		m = xs_sock_send(s, &v, 1, 0);
+		if (m <= 0) {
+			if (!done)
+				done = (size_t)m;
+			break;
+		}
+		if (offset)
+			*offset += m;
+		else if (m < n) /* give back what was read and not sent */
+			lseek(in_fd, m - n, SEEK_CUR);
+		done += (size_t)m;
+		if (m < n)
+			break;
+	}
+	free(buf);
+	return (ssize_t)done;
+}
+
+int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
+{
+	int rc;
+
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (xs_sock_kind(s) != XS_KIND_RDMA) {
+		rc = xs_real.shutdown(fd, how);
+		return rc < 0 ? -errno : 0;
+	}
+	if (sock_foreign(s))
+		return -ENOTCONN;
+	xs_tls_depth++;
+	rc = xs_stream_shutdown(s->stream, how);
+	xs_tls_depth--;
+	return rc == -ECONNRESET ? 0 : rc; /* the kernel's shutdown succeeds */
+}
+
+int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
+		 socklen_t *len)
+{
+	struct sockaddr_storage probe;
+	socklen_t n;
+	int rc;
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA) {
+		rc = peer ? xs_real.getpeername(fd, addr, len)
+			  : xs_real.getsockname(fd, addr, len);
+		return rc < 0 ? -errno : 0;
+	}
+	/*
+	 * The kernel checks the caller's pointers and length (EFAULT,
+	 * EINVAL) on the library's own unconnected fd; then the RC
+	 * connection's addresses replace what it wrote.
+	 */
+	if (xs_real.getsockname(fd, addr, len) < 0)
+		return -errno;
+	n = *len;
+	memcpy(&probe, peer ? &s->peer : &s->local, sizeof(probe));
+	memcpy(addr, &probe,
+	       n < (peer ? s->peer_len : s->local_len)
+		       ? n
+		       : (peer ? s->peer_len : s->local_len));
+	*len = peer ? s->peer_len : s->local_len;
+	return 0;
+}
+
+int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
+{
+	int rc, v;
+
+	if (xs_sock_kind(s) == XS_KIND_RDMA && !sock_foreign(s) &&
+	    (request == SIOCINQ || request == SIOCOUTQ ||
+	     request == SIOCOUTQNSD)) {
+		/* the kernel validates the pointer on its own socket first */
+		rc = xs_real.ioctl(fd, request, arg);
+		if (rc < 0 && errno == EFAULT)
+			return -EFAULT;
+		xs_tls_depth++;
+		v = (int)(request == SIOCINQ ? xs_stream_inq(s->stream)
+					     : xs_stream_outq(s->stream));
+		xs_tls_depth--;
+		*(int *)arg = v;
+		return 0;
+	}
+	rc = xs_real.ioctl(fd, request, arg);
+	if (rc < 0)
+		return -errno;
+	if (request == FIONBIO)
+		xs_sock_set_nonblock(s, *(const int *)arg != 0);
+	return rc;
+}
+
+void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+	uint64_t ms;
+
+	if (level != SOL_SOCKET ||
+	    (name != SO_RCVTIMEO && name != SO_SNDTIMEO
+#ifdef SO_RCVTIMEO_NEW
+	     && name != SO_RCVTIMEO_NEW && name != SO_SNDTIMEO_NEW
+#endif
+	     ))
+		return;
+#ifdef SO_RCVTIMEO_NEW
+	if (name == SO_RCVTIMEO_NEW)
+		name = SO_RCVTIMEO;
+	if (name == SO_SNDTIMEO_NEW)
+		name = SO_SNDTIMEO;
+#endif
+	/* Read back what the kernel stored: it normalises and clamps. */
+	if (xs_real.getsockopt(fd, SOL_SOCKET, name, &tv, &len) < 0)
+		return;
+	ms = (uint64_t)tv.tv_sec * 1000u +
+	     ((uint64_t)tv.tv_usec + 999u) / 1000u;
+	if (ms > INT32_MAX)
+		ms = 0; /* beyond 24 days: the kernel's MAX_SCHEDULE_TIMEOUT */
+	atomic_store(name == SO_RCVTIMEO ? &s->rcvtimeo_ms : &s->sndtimeo_ms,
+		     (int)ms);
+}

@@ -1,0 +1,65 @@
+/*
+ * core/sock_poll.c - readiness of sockets whose kernel fd cannot tell it.
+ *
+ * An RDMA socket's kernel fd is never connected, and an rdma_cm listener's
+ * connections never reach the kernel listener, so poll/epoll/select ask
+ * here: the events as tcp_poll() would compute them, the fds to sleep on
+ * (completion and CM channels), and arming before the sleep. The waits
+ * themselves (preload/poll.c) spin, arm, re-check and sleep in one real
+ * poll over these fds and the application's kernel fds.
+ * Context: any thread.
+ */
+#include <poll.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "stream.h"
+
+bool xs_sock_polled(struct xs_sock *s)
+{
+	enum xs_fd_kind kind = xs_sock_kind(s);
+
+	if (kind == XS_KIND_RDMA)
+		return s->rdma_pid == getpid();
+	return kind == XS_KIND_LISTEN && s->listener && s->rdma_pid == getpid();
+}
+
+unsigned int xs_sock_poll_events(struct xs_sock *s)
+{
+	unsigned int ev, out = 0;
+	int ready;
+
+	xs_tls_depth++;
+	if (xs_sock_kind(s) == XS_KIND_RDMA) {
+		ev = xs_stream_events(s->stream);
+		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
+		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;
+		out |= ev & XS_EV_ERR ? POLLERR : 0;
+		out |= ev & XS_EV_HUP ? POLLHUP : 0;
+		out |= ev & XS_EV_RDHUP ? POLLRDHUP : 0;
+	} else {
+		pthread_mutex_lock(&s->lock);
+		ready = xs_listener_poll(s->listener);
+		pthread_mutex_unlock(&s->lock);
+		out = ready ? POLLIN | POLLRDNORM : 0;
+	}
+	xs_tls_depth--;
+	return out;
+}
+
+int xs_sock_poll_fds(struct xs_sock *s, int fds[2])
+{
+	if (xs_sock_kind(s) == XS_KIND_RDMA)
+		return xs_stream_wait_fds(s->stream, fds);
+	fds[0] = xs_listener_fd(s->listener);
+	return 1;
+}
+
+void xs_sock_poll_arm(struct xs_sock *s)
+{
+	if (xs_sock_kind(s) != XS_KIND_RDMA)
+		return; /* the CM channel needs no arming */
+	xs_tls_depth++;
+	xs_stream_arm(s->stream);
+	xs_tls_depth--;
+}
