@@ -80,6 +80,37 @@ server_ready()
 	fi
 }
 
+# xsenv NAME - the environment that runs a command under xsock
+# (build/libxsock.so), with its counters in $XS_RUN_DIR/NAME.stats:
+#     run timeout 9 env $(xsenv NAME) CMD...
+xsenv()
+{
+	rm -f "$XS_RUN_DIR/$1.stats"
+	echo "LD_PRELOAD=$PWD/build/libxsock.so XSOCK_STATS=$XS_RUN_DIR/$1.stats"
+}
+
+# stat NAME KEY - a counter from NAME's XSOCK_STATS summary: a kind (tcp,
+# rdma, listen), a fallback reason, or connects/accepts/sent/received.
+stat()
+{
+	case "$2" in
+	connects | accepts) grep -o "$2 [0-9]*" "$XS_RUN_DIR/$1.stats" | awk '{print $2}' ;;
+	sent | received) grep -o "$2 [0-9]*" "$XS_RUN_DIR/$1.stats" | tail -1 | awk '{print $2}' ;;
+	*) awk -v k="$2" '$1 == "fallback" && $2 == k { print $3 } $1 == k && NF == 2 { print $2 }' \
+		"$XS_RUN_DIR/$1.stats" ;;
+	esac
+}
+
+# dump_stacks PATTERN - every thread's stack of the process matching
+# PATTERN (pgrep -f), into the TAP stream: what a stuck test leaves.
+dump_stacks()
+{
+	local pid
+	pid=$(pgrep -f "$1" | head -1) || return 0
+	gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
+		grep -E '^#|^Thread' | head -60 | sed 's/^/# /' >&3
+}
+
 # note TEXT - a figure for the TAP stream.
 note() { echo "# $*" >&3; }
 

@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# Unmodified socket programs under LD_PRELOAD=libxsock.so on real verbs:
+# the socket calls' semantics, echo at every size edge, a SHA-256-checked
+# stream, many connections at once, fallback to kernel TCP both ways and
+# rogue peers. Every test reads XSOCK_STATS to show which transport
+# carried the bytes, so a silent fallback fails it. Both topologies; the
+# server runs through xs-remote.
+
+load tier
+
+bats_require_minimum_version 1.5.0
+
+# The 1 GiB stream takes about two minutes under emulation.
+setup_file()
+{
+	[[ -n "${XS_AGENT:-}" && -n "${XS_REMOTE:-}" ]] ||
+		skip "run under tests/softroce/run (XS_AGENT is not set)"
+	export BATS_TEST_TIMEOUT=300
+}
+
+XSNET=build/tools/xsnet
+LIB=build/libxsock.so
+
+# xs_server NAME [N] - xsnet echo server under xsock (for N connections).
+xs_server()
+{
+	[[ -x $XSNET && -f $LIB ]] || { echo "make first" >&2; return 1; }
+	remote_bg "$1" env LD_PRELOAD="$PWD/$LIB" XSOCK_LOG="info:$XS_RUN_DIR/$1.log" \
+		XSOCK_STATS="$XS_RUN_DIR/$1.stats" "$XSNET" serve "$XS_ADDR_A" "$port" ${2:-}
+	server_ready "$1" rdma
+}
+
+# plain_server NAME [N] - the same server without xsock.
+plain_server()
+{
+	remote_bg "$1" "$XSNET" serve "$XS_ADDR_A" "$port" ${2:-}
+	server_ready "$1" tcp
+}
+
+@test "sock: socket calls over RDMA answer exactly as over kernel TCP" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	run --separate-stderr timeout 60 env XSOCK_MODE=tcp "$XSNET" semantics "$XS_ADDR_A" "$port"
+	local kernel=$output
+	((status == 0))
+	run --separate-stderr timeout 60 env $(xsenv cli) "$XSNET" semantics "$XS_ADDR_A" "$port"
+	echo "$output"
+	((status == 0))
+	[[ "$output" != *FAILED* ]]
+	[[ "$output" == "$kernel" ]]
+	(($(echo "$output" | wc -l) == 30))
+	# the checked connection went over RDMA
+	cat "$XS_RUN_DIR/cli.stats"
+	[[ $(stat cli connects) == 1 && $(stat cli rdma) == 1 && $(stat cli tcp) == 0 ]]
+}
+
+@test "sock: echo from 1 B to 64 MiB across the inline, eager and ring edges" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	local sizes=(1 2 63 64 65 247 248 249 255 256 257 4087 4088 4089 4095 4096
+		4097 8176 8177 65535 65536 131072 131073 1048576 4194304 16777216)
+	[[ "$XS_TOPOLOGY" == two ]] || sizes+=(67108864)
+	local total=0 s
+	for s in "${sizes[@]}"; do total=$((total + s)); done
+	run --separate-stderr timeout 110 env $(xsenv cli) "$XSNET" sizes "$XS_ADDR_A" "$port" "${sizes[@]}"
+	echo "$output"
+	((status == 0))
+	[[ $(grep -c ' echo ok$' <<<"$output") == "${#sizes[@]}" ]]
+	cat "$XS_RUN_DIR/cli.stats"
+	[[ $(stat cli connects) == 1 && $(stat cli tcp) == 0 ]]
+	[[ $(stat cli sent) == "$total" && $(stat cli received) == "$total" ]]
+	note "echo ${#sizes[@]} sizes, $total bytes each way over RDMA"
+}
+
+@test "sock: a stream checked by SHA-256 at both ends (1 GiB in one guest)" {
+	local mib=1024
+	[[ "$XS_TOPOLOGY" != two ]] || mib=64
+	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
+		XSOCK_STATS='$XS_RUN_DIR/sink.stats' '$XSNET' sink '$XS_ADDR_A' '$port' |
+		sha256sum >'$XS_RUN_DIR/sink.sha'"
+	server_ready "sink$BATS_TEST_NUMBER" rdma
+	local t0=$EPOCHREALTIME
+	run --separate-stderr timeout 280 bash -c "head -c ${mib}M /dev/urandom |
+		tee >(sha256sum >'$XS_RUN_DIR/source.sha') |
+		LD_PRELOAD='$PWD/$LIB' XSOCK_STATS='$XS_RUN_DIR/source.stats' \
+		'$XSNET' source '$XS_ADDR_A' '$port' 65536"
+	echo "$output"
+	((status == 0))
+	[[ "$output" == "OK $((mib << 20))" ]]
+	"$XS_REMOTE" --wait "sink$BATS_TEST_NUMBER" --timeout 60
+	sleep 0.5 # the tee'd sha256sum
+	cat "$XS_RUN_DIR/source.sha" "$XS_RUN_DIR/sink.sha"
+	[[ -s "$XS_RUN_DIR/sink.sha" ]]
+	[[ $(cat "$XS_RUN_DIR/source.sha") == $(cat "$XS_RUN_DIR/sink.sha") ]]
+	[[ $(stat source connects) == 1 && $(stat source sent) == $((mib << 20)) ]]
+	[[ $(stat sink accepts) == 1 && $(stat sink received) == $((mib << 20)) ]]
+	note "stream $mib MiB, sha256 $(cut -c1-16 "$XS_RUN_DIR/sink.sha")... equal," \
+		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v m="$mib" 'BEGIN { printf "%.1f MiB/s", m / (b - a) }')"
+}
+
+@test "sock: 1000 connections open at once in one process, each echoing" {
+	# 1000 receive rings of 36 x 4 KiB on the server: 144 MiB of pool
+	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_POOL_MB=256 \
+		XSOCK_STATS="$XS_RUN_DIR/srv.stats" "$XSNET" serve "$XS_ADDR_A" "$port" 1000
+	server_ready "srv$BATS_TEST_NUMBER" rdma
+	local t0=$EPOCHREALTIME
+	run --separate-stderr timeout 280 env $(xsenv cli) XSOCK_POOL_MB=256 \
+		"$XSNET" many "$XS_ADDR_A" "$port" 1000
+	echo "$output"
+	((status == 0))
+	[[ "$output" == "connections 1000 open at once, echo mismatches 0" ]]
+	cat "$XS_RUN_DIR/cli.stats"
+	[[ $(stat cli connects) == 1000 && $(stat cli tcp) == 0 ]]
+	"$XS_REMOTE" --wait "srv$BATS_TEST_NUMBER" --timeout 60
+	cat "$XS_RUN_DIR/srv.stats"
+	[[ $(stat srv accepts) == 1000 && $(stat srv received) == 32000 ]]
+	note "1000 RDMA connections in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }')"
+}
+
+@test "sock: a server out of pool memory says busy; clients fall back per connection" {
+	# 1 MiB of pool holds a few 144 KiB receive rings, not 40
+	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_POOL_MB=1 \
+		XSOCK_STATS="$XS_RUN_DIR/srv.stats" "$XSNET" serve "$XS_ADDR_A" "$port" 40
+	server_ready "srv$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 120 env $(xsenv cli) "$XSNET" many "$XS_ADDR_A" "$port" 40
+	echo "$output"
+	((status == 0))
+	[[ "$output" == "connections 40 open at once, echo mismatches 0" ]]
+	cat "$XS_RUN_DIR/cli.stats"
+	local rdma tcp
+	rdma=$(stat cli rdma) tcp=$(stat cli tcp)
+	((rdma > 0 && tcp > 0 && rdma + tcp == 40))
+	[[ $(stat cli resource) == "$tcp" && $(stat cli peer-no-xsock) == 0 ]]
+	note "pool 1 MiB: $rdma connections over RDMA, $tcp over TCP (busy)"
+}
+
+@test "sock: fallback both ways - xsock client to a plain server, plain client to an xsock server" {
+	plain_server "plain$BATS_TEST_NUMBER"
+	local t0=$EPOCHREALTIME
+	run --separate-stderr timeout 60 env $(xsenv cli) "$XSNET" many "$XS_ADDR_A" "$port" 5
+	echo "$output"
+	((status == 0))
+	[[ "$output" == "connections 5 open at once, echo mismatches 0" ]]
+	run --separate-stderr timeout 60 env $(xsenv cli2) "$XSNET" sizes "$XS_ADDR_A" "$port" 1 4097 1048576
+	echo "$output"
+	[[ $(grep -c ' echo ok$' <<<"$output") == 3 ]]
+	cat "$XS_RUN_DIR/cli.stats"
+	[[ $(stat cli tcp) == 5 && $(stat cli peer-no-xsock) == 5 && $(stat cli connects) == 0 ]]
+	[[ $(stat cli2 tcp) == 1 && $(stat cli2 peer-no-xsock) == 1 ]]
+	note "xsock client to a plain server: 5 connections in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f s", b - a }')" \
+		"(one rdma_cm reject, then remembered)"
+	port=$((port + 1))
+	xs_server "srv$BATS_TEST_NUMBER" 2
+	run --separate-stderr timeout 60 "$XSNET" semantics "$XS_ADDR_A" "$port"
+	echo "$output"
+	[[ "$output" != *FAILED* ]]
+	run --separate-stderr timeout 60 "$XSNET" sizes "$XS_ADDR_A" "$port" 1 4097 1048576
+	[[ $(grep -c ' echo ok$' <<<"$output") == 3 ]]
+	"$XS_REMOTE" --wait "srv$BATS_TEST_NUMBER" --timeout 60
+	cat "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.stats"
+	[[ $(stat "srv$BATS_TEST_NUMBER" accepts) == 0 ]]
+	[[ $(stat "srv$BATS_TEST_NUMBER" tcp) == 2 && $(stat "srv$BATS_TEST_NUMBER" peer-no-xsock) == 2 ]]
+}
+
+@test "sock: rogue peers are dropped alone; other connections keep every byte" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	# a good client streams through the server the whole time
+	local sizes=(1048576 4194304 1048576 4194304 1048576 4194304)
+	timeout 200 env $(xsenv good) XSOCK_LOG="debug:$XS_RUN_DIR/good.log" \
+		"$XSNET" sizes "$XS_ADDR_A" "$port" "${sizes[@]}" >"$XS_RUN_DIR/good.out" 2>&1 &
+	local good=$! kind
+	for kind in length credits; do
+		run --separate-stderr timeout 60 build/rdma/conn_probe rogue "$XS_ADDR_A" "$port" "$kind"
+		echo "$output"
+		[[ "$output" == *"rogue $kind: sent 1"* ]]
+		[[ "$output" == *"server dropped the connection: yes"* ]]
+	done
+	for kind in write read; do
+		run --separate-stderr timeout 60 build/rdma/conn_probe rogue "$XS_ADDR_A" "$port" "$kind"
+		echo "$output"
+		[[ "$output" == "rogue $kind: "* && "$output" != *"rogue $kind: success"* ]]
+		[[ "$output" != *"no completion"* ]]
+	done
+	for kind in none garbage version; do
+		run --separate-stderr timeout 60 build/rdma/conn_probe hostile "$XS_ADDR_A" "$port" "$kind"
+		echo "$output"
+		[[ "$output" == "hostile $kind: RDMA_CM_EVENT_REJECTED" ]]
+	done
+	# a client still running after 100 s is stuck: show where, then fail
+	local i
+	for i in $(seq 100); do kill -0 "$good" 2>/dev/null || break; sleep 1; done
+	if kill -0 "$good" 2>/dev/null; then
+		dump_stacks "xsnet sizes"
+		dump_stacks "xsnet serve"
+	fi
+	wait "$good" || { cat "$XS_RUN_DIR/good.out" "$XS_RUN_DIR/good.log" \
+		"$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"; false; }
+	cat "$XS_RUN_DIR/good.out"
+	[[ $(grep -c ' echo ok$' "$XS_RUN_DIR/good.out") == "${#sizes[@]}" ]]
+	[[ $(stat good connects) == 1 && $(stat good tcp) == 0 ]]
+	# and the server still serves new connections over RDMA
+	run --separate-stderr timeout 60 env $(xsenv after) "$XSNET" sizes "$XS_ADDR_A" "$port" 4097
+	[[ "$output" == "size 4097 echo ok" && $(stat after connects) == 1 ]]
+}

@@ -1,0 +1,443 @@
+/*
+ * tests/tools/xsnet.c - a plain TCP program for the transport tests.
+ *
+ * Uses only the socket API, so it runs the same with and without
+ * LD_PRELOAD=libxsock.so; which transport carried the bytes is read from
+ * XSOCK_STATS by the tests, never assumed.
+ *
+ *   xsnet serve IP PORT [N]    echo server, a thread per connection;
+ *                              with N, exit after N connections ended
+ *   xsnet sink IP PORT         one connection; its bytes to stdout, then
+ *                              "OK <bytes>" back to the sender
+ *   xsnet source IP PORT CHUNK stdin to the server in CHUNK-byte writes,
+ *                              shutdown(SHUT_WR), print the server's reply
+ *   xsnet sizes IP PORT S...   echo each size S through one connection
+ *                              (a writer thread and the reader at once)
+ *   xsnet many IP PORT N       N connections open at once, each echoing
+ *   xsnet semantics IP PORT    socket-call semantics against the echo
+ *                              server, one line per check
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+	fprintf(stderr, "xsnet: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static struct sockaddr_in addr_of(const char *ip, const char *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	sin.sin_port = htons((uint16_t)atoi(port));
+	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1) {
+		errno = EINVAL;
+		die(ip);
+	}
+	return sin;
+}
+
+static int listen_on(const char *ip, const char *port)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	if (fd < 0)
+		die("socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		die("bind");
+	if (listen(fd, 1024) < 0)
+		die("listen");
+	return fd;
+}
+
+static int connect_to(const char *ip, const char *port)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		die("socket");
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		die("connect");
+	return fd;
+}
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("write");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("read");
+		if (n == 0) {
+			errno = EPIPE;
+			die("read: early EOF");
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void *echo_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	static __thread char buf[1 << 16];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		write_all(fd, buf, (size_t)n);
+	close(fd);
+	return NULL;
+}
+
+static int do_serve(const char *ip, const char *port, int max)
+{
+	int lfd = listen_on(ip, port), fd, n = 0;
+	pthread_t *t = calloc(max > 0 ? (size_t)max : 1, sizeof(*t)), one;
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256u << 10);
+	printf("listening\n");
+	for (; max <= 0 || n < max; n++) {
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED) {
+				n--;
+				continue;
+			}
+			die("accept");
+		}
+		if (pthread_create(max > 0 ? &t[n] : &one, &attr, echo_conn,
+				   (void *)(intptr_t)fd))
+			die("pthread_create");
+		if (max <= 0)
+			pthread_detach(one);
+	}
+	/* served MAX connections: exit once they end (XSOCK_STATS runs) */
+	while (n--)
+		pthread_join(t[n], NULL);
+	printf("served %d\n", max);
+	close(lfd);
+	free(t);
+	return 0;
+}
+
+static int do_sink(const char *ip, const char *port)
+{
+	static char buf[1 << 16];
+	int lfd = listen_on(ip, port), fd;
+	unsigned long long total = 0;
+	char reply[64];
+	ssize_t n;
+
+	printf("%s", ""); /* stdout carries only the data */
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		die("accept");
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+			die("stdout");
+		total += (unsigned long long)n;
+	}
+	if (n < 0)
+		die("read");
+	fflush(stdout);
+	n = snprintf(reply, sizeof(reply), "OK %llu\n", total);
+	write_all(fd, reply, (size_t)n);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
+static int do_source(const char *ip, const char *port, size_t chunk)
+{
+	char *buf = malloc(chunk), reply[64];
+	int fd = connect_to(ip, port);
+	ssize_t n;
+
+	if (!buf)
+		die("malloc");
+	while ((n = read(STDIN_FILENO, buf, chunk)) > 0)
+		write_all(fd, buf, (size_t)n);
+	if (shutdown(fd, SHUT_WR) < 0)
+		die("shutdown");
+	n = recv(fd, reply, sizeof(reply) - 1, MSG_WAITALL);
+	if (n < 0)
+		die("recv");
+	reply[n] = '\0';
+	fputs(reply, stdout);
+	close(fd);
+	free(buf);
+	return 0;
+}
+
+struct writer {
+	int fd;
+	const unsigned char *buf;
+	size_t len;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	write_all(w->fd, w->buf, w->len);
+	return NULL;
+}
+
+static void fill(unsigned char *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (unsigned char)((i * 131u + seed) ^ (i >> 9));
+}
+
+static int do_sizes(const char *ip, const char *port, int argc, char **argv)
+{
+	int fd = connect_to(ip, port), i;
+	unsigned char *out, *in;
+	struct writer w;
+	pthread_t t;
+	size_t len;
+
+	for (i = 0; i < argc; i++) {
+		len = strtoull(argv[i], NULL, 0);
+		out = malloc(len ? len : 1);
+		in = malloc(len ? len : 1);
+		if (!out || !in)
+			die("malloc");
+		fill(out, len, (unsigned int)i);
+		w = (struct writer){ fd, out, len };
+		if (pthread_create(&t, NULL, writer_main, &w))
+			die("pthread_create");
+		read_all(fd, in, len);
+		pthread_join(t, NULL);
+		printf("size %zu echo %s\n", len,
+		       memcmp(in, out, len) ? "MISMATCH" : "ok");
+		free(out);
+		free(in);
+	}
+	close(fd);
+	return 0;
+}
+
+static int do_many(const char *ip, const char *port, int n)
+{
+	int *fds = calloc((size_t)n, sizeof(int)), i, bad = 0;
+	struct rlimit rl;
+	char msg[32], got[32];
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	for (i = 0; i < n; i++) {
+		fds[i] = connect_to(ip, port);
+		snprintf(msg, sizeof(msg), "connection %08d  ", i);
+		write_all(fds[i], msg, sizeof(msg));
+	}
+	for (i = 0; i < n; i++) {
+		snprintf(msg, sizeof(msg), "connection %08d  ", i);
+		read_all(fds[i], got, sizeof(got));
+		bad += memcmp(got, msg, sizeof(msg)) != 0;
+	}
+	printf("connections %d open at once, echo mismatches %d\n", n, bad);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	return bad != 0;
+}
+
+#define CHECK(name, expr)                                                      \
+	printf("%-44s %s\n", name, (expr) ? "ok" : "FAILED")
+
+/* Wait until @n bytes are readable (MSG_PEEK|MSG_WAITALL). */
+static void wait_readable(int fd, size_t n)
+{
+	char buf[4096];
+
+	if (recv(fd, buf, n, MSG_PEEK | MSG_WAITALL) != (ssize_t)n)
+		die("peek");
+}
+
+static int do_semantics(const char *ip, const char *port)
+{
+	int fd = connect_to(ip, port), v, lfd;
+	char buf[256], a[3], b[5], c[7];
+	struct iovec iov[5];
+	struct msghdr mh;
+	struct sockaddr_in sa, pa;
+	socklen_t sl = sizeof(sa), pl = sizeof(pa);
+	struct timeval tv;
+	ssize_t n;
+
+	signal(SIGPIPE, SIG_IGN);
+	CHECK("getsockname AF_INET",
+	      getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+		      sa.sin_family == AF_INET && sl == sizeof(sa) &&
+		      sa.sin_port != 0);
+	CHECK("getpeername is the server",
+	      getpeername(fd, (struct sockaddr *)&pa, &pl) == 0 &&
+		      pa.sin_port == htons((uint16_t)atoi(port)) &&
+		      pl == sizeof(pa));
+	sl = 4;
+	CHECK("getsockname truncates, returns the full length",
+	      getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 &&
+		      sl == sizeof(sa));
+	CHECK("connect again: EISCONN",
+	      connect(fd, (struct sockaddr *)&pa, sizeof(pa)) < 0 &&
+		      errno == EISCONN);
+	CHECK("recv MSG_DONTWAIT on an idle socket: EAGAIN",
+	      recv(fd, buf, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN);
+	v = 1;
+	CHECK("setsockopt TCP_NODELAY",
+	      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)) == 0);
+	tv = (struct timeval){ 0, 200000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	CHECK("SO_RCVTIMEO 200 ms: EAGAIN",
+	      read(fd, buf, 1) < 0 && errno == EAGAIN);
+	tv = (struct timeval){ 0, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	v = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, v | O_NONBLOCK);
+	CHECK("O_NONBLOCK read: EAGAIN", read(fd, buf, 1) < 0 && errno == EAGAIN);
+	fcntl(fd, F_SETFL, v);
+	v = 1;
+	ioctl(fd, FIONBIO, &v);
+	CHECK("FIONBIO recv: EAGAIN", recv(fd, buf, 1, 0) < 0 && errno == EAGAIN);
+	v = 0;
+	ioctl(fd, FIONBIO, &v);
+
+	/* writev with zero-length entries, readv into odd pieces */
+	iov[0] = (struct iovec){ "", 0 };
+	iov[1] = (struct iovec){ "abc", 3 };
+	iov[2] = (struct iovec){ NULL, 0 };
+	iov[3] = (struct iovec){ "defgh", 5 };
+	iov[4] = (struct iovec){ "ijklmno", 7 };
+	CHECK("writev 5 iovecs, 2 empty", writev(fd, iov, 5) == 15);
+	wait_readable(fd, 15);
+	CHECK("FIONREAD counts 15", ioctl(fd, FIONREAD, &v) == 0 && v == 15);
+	CHECK("MSG_PEEK does not consume",
+	      recv(fd, buf, 4, MSG_PEEK) == 4 && !memcmp(buf, "abcd", 4));
+	iov[0] = (struct iovec){ a, 3 };
+	iov[1] = (struct iovec){ NULL, 0 };
+	iov[2] = (struct iovec){ b, 5 };
+	iov[3] = (struct iovec){ c, 7 };
+	CHECK("readv 4 iovecs",
+	      readv(fd, iov, 4) == 15 && !memcmp(a, "abc", 3) &&
+		      !memcmp(b, "defgh", 5) && !memcmp(c, "ijklmno", 7));
+	v = -1; /* hidden from the compiler's bounds check */
+	CHECK("readv iovcnt -1: EINVAL",
+	      readv(fd, iov, *(volatile int *)&v) < 0 && errno == EINVAL);
+	CHECK("read of 0 bytes: 0", read(fd, buf, 0) == 0);
+	CHECK("send of 0 bytes: 0", send(fd, buf, 0, 0) == 0);
+
+	/* sendmsg/recvmsg, recvfrom's address length */
+	memset(&mh, 0, sizeof(mh));
+	iov[0] = (struct iovec){ "hello ", 6 };
+	iov[1] = (struct iovec){ "world", 5 };
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 2;
+	CHECK("sendmsg 11 bytes", sendmsg(fd, &mh, MSG_NOSIGNAL) == 11);
+	memset(&mh, 0, sizeof(mh));
+	iov[0] = (struct iovec){ buf, 11 };
+	mh.msg_iov = iov;
+	mh.msg_iovlen = 1;
+	mh.msg_name = &sa;
+	mh.msg_namelen = sizeof(sa);
+	n = recvmsg(fd, &mh, MSG_WAITALL);
+	CHECK("recvmsg MSG_WAITALL 11 bytes, no name",
+	      n == 11 && !memcmp(buf, "hello world", 11) && mh.msg_namelen == 0 &&
+		      mh.msg_flags == 0);
+	write_all(fd, "xyz", 3);
+	sl = sizeof(sa);
+	n = recvfrom(fd, buf, 3, MSG_WAITALL, (struct sockaddr *)&sa, &sl);
+	CHECK("recvfrom: 3 bytes, address length 0", n == 3 && sl == 0);
+	CHECK("MSG_OOB recv: EINVAL",
+	      recv(fd, buf, 1, MSG_OOB | MSG_DONTWAIT) < 0 && errno == EINVAL);
+
+	/* shutdown: the server echoes, then sees EOF and closes */
+	write_all(fd, "last", 4);
+	CHECK("shutdown SHUT_WR", shutdown(fd, SHUT_WR) == 0);
+	CHECK("send after SHUT_WR: EPIPE",
+	      send(fd, "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE);
+	CHECK("echo after SHUT_WR arrives",
+	      recv(fd, buf, 4, MSG_WAITALL) == 4 && !memcmp(buf, "last", 4));
+	CHECK("then EOF", read(fd, buf, sizeof(buf)) == 0);
+	CHECK("EOF again", read(fd, buf, sizeof(buf)) == 0);
+	CHECK("shutdown how=7: EINVAL", shutdown(fd, 7) < 0 && errno == EINVAL);
+	CHECK("close", close(fd) == 0);
+
+	/* accept on a listener with nothing pending */
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	sa = addr_of("0.0.0.0", "0");
+	CHECK("bind port 0, listen",
+	      bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		      listen(lfd, 4) == 0);
+	CHECK("accept4 non-blocking, nothing pending: EAGAIN",
+	      accept4(lfd, NULL, NULL, SOCK_CLOEXEC) < 0 && errno == EAGAIN);
+	CHECK("accept4 bad flags: EINVAL",
+	      accept4(lfd, NULL, NULL, 0x4000000) < 0 && errno == EINVAL);
+	close(lfd);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc >= 4 && !strcmp(argv[1], "serve"))
+		return do_serve(argv[2], argv[3], argc > 4 ? atoi(argv[4]) : 0);
+	if (argc >= 4 && !strcmp(argv[1], "sink"))
+		return do_sink(argv[2], argv[3]);
+	if (argc >= 5 && !strcmp(argv[1], "source"))
+		return do_source(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+	if (argc >= 4 && !strcmp(argv[1], "sizes"))
+		return do_sizes(argv[2], argv[3], argc - 4, argv + 4);
+	if (argc >= 5 && !strcmp(argv[1], "many"))
+		return do_many(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 4 && !strcmp(argv[1], "semantics"))
+		return do_semantics(argv[2], argv[3]);
+	fprintf(stderr, "usage: xsnet serve|sink|source|sizes|many|semantics "
+			"IP PORT ...\n");
+	return 2;
+}
