@@ -47,9 +47,9 @@ static void iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov)
 
 		if (k > n)
 			k = n;
-		if (to_iov)
+		if (k && to_iov) /* empty entries may have a NULL base */
 			memcpy((uint8_t *)v->iov_base + cur->off, p, k);
-		else
+		else if (k)
 			memcpy(p, (const uint8_t *)v->iov_base + cur->off, k);
 		p += k;
 		n -= k;
@@ -233,6 +233,10 @@ static void stream_cm_events(struct xs_stream *s)
 
 	while (rdma_get_cm_event(s->c->ch, &ev) == 0) {
 		if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+			/* The peer's last messages (its FIN) completed
+			 * before it disconnected: reap them first. */
+			while (stream_poll_cq(s) > 0)
+				;
 			if (!s->peer_fin)
 				stream_reset(s,
 					     "peer disconnected without FIN");

@@ -97,6 +97,26 @@ static void write_all(int fd, const void *buf, size_t len)
 	}
 }
 
+/* write_all() for the echo server: -1 (with errno) instead of exiting. */
+static int write_some(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "xsnet: echo: %s\n", strerror(errno));
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 static void read_all(int fd, void *buf, size_t len)
 {
 	char *p = buf;
@@ -123,8 +143,12 @@ static void *echo_conn(void *arg)
 	static __thread char buf[1 << 16];
 	ssize_t n;
 
+	/* A connection that fails ends alone; the server serves on. */
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		write_all(fd, buf, (size_t)n);
+		if (write_some(fd, buf, (size_t)n) < 0)
+			break;
+	if (n < 0)
+		fprintf(stderr, "xsnet: echo: %s\n", strerror(errno));
 	close(fd);
 	return NULL;
 }
