@@ -317,6 +317,9 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	if (!l)
 		return -ENOMEM;
 	l->params = *p;
+	l->backlog = backlog < 1      ? 1
+		     : backlog > 4096 ? 4096
+				      : (unsigned)backlog;
 	xs_tls_depth++;
 	l->ch = rdma_create_event_channel();
 	if (!l->ch) {
@@ -373,6 +376,12 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		rdma_destroy_id(cid);
 		return;
 	}
+	/* Each request costs a QP and a receive ring before accept(): the
+	 * backlog bounds them, as the kernel bounds its accept queue. */
+	c = NULL;
+	rc = -ENOBUFS;
+	if (l->nr_pending + l->nr_ready >= l->backlog)
+		goto out_reject;
 	c = calloc(1, sizeof(*c));
 	rc = -ENOMEM;
 	if (!c)
@@ -386,14 +395,16 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 	conn_fill_hello(c, &l->params);
 	xs_wire_hello_encode(&c->local, hello);
 	conn_param(&param, hello);
-	if (rdma_accept(cid, &param) == 0)
+	if (rdma_accept(cid, &param) == 0) {
+		l->nr_pending++;
 		return; /* ESTABLISHED comes on the listener's channel */
+	}
 	rc = -errno;
 out_reject:
 	xs_wire_reject_busy_encode(busy);
 	rdma_reject(cid, busy, sizeof(busy));
 	xs_log_once(XS_LOG_WARN, "conn",
-		    "rejected an xsock connection: %s (XSOCK_POOL_MB?)",
+		    "rejected an xsock connection: %s (pool or backlog full)",
 		    strerror(-rc));
 	if (c) {
 		c->id = NULL;
@@ -419,6 +430,8 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 		return;
 	}
 	c = ev->id->context;
+	if (l->nr_pending)
+		l->nr_pending--;
 	if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
 		/* a pending connection failed before it was ours */
 		rdma_ack_cm_event(ev);

@@ -65,6 +65,8 @@ struct xs_listener {
 	uint64_t nr_rejected; /* requests whose hello failed validation */
 	struct xs_conn *ready, *ready_tail; /* established, not accepted */
 	unsigned int nr_ready;
+	unsigned int nr_pending; /* accepted requests not yet established */
+	unsigned int backlog;	 /* nr_pending + nr_ready stay below it */
 };
 
 /**

@@ -41,6 +41,25 @@ struct sock_neg {
 	uint64_t expiry; /* xs_now_us(); 0: free */
 };
 
+/*
+ * close() never waits for the peer, as the kernel's does not: a stream
+ * whose last bytes and FIN are still in flight lingers on this list, and
+ * is released by later calls (sock_linger_reap) or at exit, after
+ * SOCK_CLOSE_DRAIN_MS at most. The HCA delivers the bytes meanwhile on
+ * its own. sock_live lists this process's open RDMA sockets, so exit()
+ * can close them gracefully as the kernel closes a dying process's fds.
+ */
+struct sock_linger {
+	struct xs_stream *st;
+	uint64_t deadline; /* xs_now_us() */
+	struct sock_linger *next;
+};
+
+static pthread_mutex_t sock_linger_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sock_linger *sock_lingering; /* protected by the lock */
+static atomic_uint sock_nr_lingering;
+static struct xs_sock *sock_live; /* protected by sock_linger_lock */
+
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
 
@@ -149,6 +168,7 @@ void xs_core_atfork_prepare(void)
 	pthread_sigmask(SIG_BLOCK, &all, &core_fork_sigmask);
 	pthread_mutex_lock(&sock_pool_lock);
 	pthread_mutex_lock(&sock_neg_lock);
+	pthread_mutex_lock(&sock_linger_lock);
 	xs_log_lock();
 	xs_dev_lock();
 }
@@ -157,6 +177,7 @@ void xs_core_atfork_parent(void)
 {
 	xs_dev_unlock();
 	xs_log_unlock();
+	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
@@ -166,6 +187,11 @@ void xs_core_atfork_child(void)
 {
 	xs_dev_unlock();
 	xs_log_unlock();
+	/* the parent's lingering streams and open sockets are not ours */
+	sock_lingering = NULL;
+	atomic_store(&sock_nr_lingering, 0);
+	sock_live = NULL;
+	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	/* The child counts its own sockets, not its parent's again. */
@@ -204,9 +230,11 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	if (!s)
 		return NULL;
 	s->next_free = NULL;
+	s->incarnation++;
 	s->reason = XS_FB_NONE;
 	s->stream = NULL;
 	s->listener = NULL;
+	s->live_next = s->live_prev = NULL;
 	s->local_len = s->peer_len = 0;
 	s->rdma_pid = 0;
 	atomic_store_explicit(&s->nonblock, (type & SOCK_NONBLOCK) != 0,
@@ -248,6 +276,106 @@ void xs_sock_get(struct xs_sock *s)
  * child only frees its copy of the memory: the verbs and rdma_cm objects
  * are its parent's (shared kernel context).
  */
+/* Release lingering streams that are drained or past their deadline.
+ * Cheap when none linger; never blocks on a busy list. */
+static void sock_linger_reap(void)
+{
+	struct sock_linger *l, *next, *keep = NULL, **tail;
+	uint64_t now;
+
+	if (!atomic_load_explicit(&sock_nr_lingering, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&sock_linger_lock))
+		return;
+	l = sock_lingering;
+	sock_lingering = NULL;
+	pthread_mutex_unlock(&sock_linger_lock);
+	now = xs_now_us();
+	xs_tls_depth++;
+	for (; l; l = next) {
+		next = l->next;
+		if (!xs_stream_drained(l->st) && now < l->deadline) {
+			l->next = keep;
+			keep = l;
+			continue;
+		}
+		xs_stream_close(l->st, 0);
+		free(l->st);
+		free(l);
+		atomic_fetch_sub(&sock_nr_lingering, 1);
+	}
+	xs_tls_depth--;
+	pthread_mutex_lock(&sock_linger_lock);
+	for (tail = &sock_lingering; *tail; tail = &(*tail)->next)
+		;
+	*tail = keep;
+	pthread_mutex_unlock(&sock_linger_lock);
+}
+
+/* Close @st as close(2) does: FIN after the data, never waiting. */
+static void sock_close_stream(struct xs_stream *st)
+{
+	struct sock_linger *l;
+
+	xs_stream_shutdown(st, SHUT_WR);
+	if (!xs_stream_drained(st) && (l = malloc(sizeof(*l)))) {
+		l->st = st;
+		l->deadline = xs_now_us() + SOCK_CLOSE_DRAIN_MS * 1000u;
+		pthread_mutex_lock(&sock_linger_lock);
+		l->next = sock_lingering;
+		sock_lingering = l;
+		atomic_fetch_add(&sock_nr_lingering, 1);
+		pthread_mutex_unlock(&sock_linger_lock);
+		return;
+	}
+	xs_stream_close(st, SOCK_CLOSE_DRAIN_MS); /* drained: at once */
+	free(st);
+}
+
+static void sock_live_unlink(struct xs_sock *s)
+{
+	pthread_mutex_lock(&sock_linger_lock);
+	if (s->live_prev)
+		s->live_prev->live_next = s->live_next;
+	else if (sock_live == s)
+		sock_live = s->live_next;
+	if (s->live_next)
+		s->live_next->live_prev = s->live_prev;
+	s->live_next = s->live_prev = NULL;
+	pthread_mutex_unlock(&sock_linger_lock);
+}
+
+void xs_core_exit(void)
+{
+	uint64_t deadline = xs_now_us() + SOCK_CLOSE_DRAIN_MS * 1000u;
+	struct sock_linger *l;
+	struct xs_sock *s;
+	bool pending;
+
+	xs_tls_depth++;
+	/* The kernel closes a dying process's sockets gracefully: so do we. */
+	pthread_mutex_lock(&sock_linger_lock);
+	for (s = sock_live; s; s = s->live_next)
+		xs_stream_shutdown(s->stream, SHUT_WR);
+	pthread_mutex_unlock(&sock_linger_lock);
+	do {
+		pending = false;
+		pthread_mutex_lock(&sock_linger_lock);
+		for (s = sock_live; s && !pending; s = s->live_next)
+			pending = !xs_stream_drained(s->stream);
+		for (l = sock_lingering; l && !pending; l = l->next)
+			pending = !xs_stream_drained(l->st);
+		pthread_mutex_unlock(&sock_linger_lock);
+		if (pending)
+			usleep(200);
+	} while (pending && xs_now_us() < deadline);
+	xs_tls_depth--;
+}
+
+/*
+ * Release the RDMA objects of a socket whose last fd is gone. A forked
+ * child only frees its copy of the memory: the verbs and rdma_cm objects
+ * are its parent's (shared kernel context).
+ */
 static void sock_teardown(struct xs_sock *s)
 {
 	bool mine;
@@ -257,11 +385,13 @@ static void sock_teardown(struct xs_sock *s)
 	mine = s->rdma_pid == getpid();
 	xs_tls_depth++;
 	if (s->stream) {
-		if (mine)
-			xs_stream_close(s->stream, SOCK_CLOSE_DRAIN_MS);
-		else
+		if (mine) {
+			sock_live_unlink(s);
+			sock_close_stream(s->stream);
+		} else {
 			xs_stream_abandon(s->stream);
-		free(s->stream);
+			free(s->stream);
+		}
 		s->stream = NULL;
 	}
 	if (s->listener) {
@@ -272,6 +402,8 @@ static void sock_teardown(struct xs_sock *s)
 		s->listener = NULL;
 	}
 	xs_tls_depth--;
+	if (mine)
+		sock_linger_reap();
 }
 
 void xs_sock_put(struct xs_sock *s)
@@ -553,9 +685,17 @@ static int sock_attach(struct xs_sock *s, struct xs_conn *c)
 		     &s->peer_len);
 	s->stream = st;
 	s->rdma_pid = getpid();
+	pthread_mutex_lock(&sock_linger_lock);
+	s->live_prev = NULL;
+	s->live_next = sock_live;
+	if (sock_live)
+		sock_live->live_prev = s;
+	sock_live = s;
+	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_lock(&s->lock);
 	sock_set_kind(s, XS_KIND_RDMA, XS_FB_NONE);
 	pthread_mutex_unlock(&s->lock);
+	sock_linger_reap();
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core_int.h"
@@ -152,11 +153,23 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 	return rc == -ECONNRESET ? 0 : rc; /* the kernel's shutdown succeeds */
 }
 
+/* *@len without trusting the pointer (process_vm_readv fails cleanly). */
+static int sock_read_len(const socklen_t *len, socklen_t *out)
+{
+	struct iovec local = { out, sizeof(*out) },
+		     remote = { (void *)len, sizeof(*len) };
+
+	if (!len || process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
+			    (ssize_t)sizeof(*out))
+		return -EFAULT;
+	return 0;
+}
+
 int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 		 socklen_t *len)
 {
-	struct sockaddr_storage probe;
-	socklen_t n;
+	const struct sockaddr_storage *a = peer ? &s->peer : &s->local;
+	socklen_t room, alen = peer ? s->peer_len : s->local_len;
 	int rc;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA) {
@@ -166,18 +179,18 @@ int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 	}
 	/*
 	 * The kernel checks the caller's pointers and length (EFAULT,
-	 * EINVAL) on the library's own unconnected fd; then the RC
-	 * connection's addresses replace what it wrote.
+	 * EINVAL) on the library's own unconnected fd, of the same family
+	 * and address size; then the RC connection's address replaces what
+	 * it wrote, cut to the caller's room as the kernel cuts it.
 	 */
+	rc = sock_read_len(len, &room);
+	if (rc)
+		return rc;
 	if (xs_real.getsockname(fd, addr, len) < 0)
 		return -errno;
-	n = *len;
-	memcpy(&probe, peer ? &s->peer : &s->local, sizeof(probe));
-	memcpy(addr, &probe,
-	       n < (peer ? s->peer_len : s->local_len)
-		       ? n
-		       : (peer ? s->peer_len : s->local_len));
-	*len = peer ? s->peer_len : s->local_len;
+	if (room)
+		memcpy(addr, a, room < alen ? room : alen);
+	*len = alen;
 	return 0;
 }
 

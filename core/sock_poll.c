@@ -63,3 +63,10 @@ void xs_sock_poll_arm(struct xs_sock *s)
 	xs_stream_arm(s->stream);
 	xs_tls_depth--;
 }
+
+unsigned long xs_sock_poll_gen(struct xs_sock *s)
+{
+	if (xs_sock_kind(s) != XS_KIND_RDMA)
+		return 0;
+	return atomic_load_explicit(&s->stream->gen, memory_order_relaxed);
+}

@@ -112,6 +112,7 @@ static void stream_reset(struct xs_stream *s, const char *why)
 {
 	if (s->error)
 		return;
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	s->error = -ECONNRESET;
 	xs_info("stream", "connection reset: %s", why);
 }
@@ -184,6 +185,7 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 {
 	uint64_t slot = wc->wr_id & ~STREAM_WR_SEND;
 
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	if (wc->status != IBV_WC_SUCCESS)
 		stream_reset(s, ibv_wc_status_str(wc->status));
 	if (!(wc->wr_id & STREAM_WR_SEND)) {
@@ -243,6 +245,8 @@ static void stream_cm_events(struct xs_stream *s)
 			/* Its QP is gone: what we still send is never
 			 * acknowledged, so close() must not wait for it. */
 			s->peer_gone = true;
+			atomic_fetch_add_explicit(&s->gen, 1,
+						  memory_order_relaxed);
 		}
 		rdma_ack_cm_event(ev);
 	}
@@ -435,12 +439,16 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 
 	pthread_mutex_lock(&s->lock);
 	max = s->c->peer.eager_size - XS_WIRE_MSG_LEN;
+	if (total == 0 && !s->error && (s->wr_shut || s->peer_gone))
+		rc = -EPIPE; /* tcp_sendmsg: even 0 bytes after shutdown */
 	while (sent < total) {
 		if (s->error) {
 			rc = s->error;
 			break;
 		}
-		if (s->wr_shut) {
+		/* our SHUT_WR, or a peer whose QP is gone (the kernel
+		 * would have an RST by now) */
+		if (s->wr_shut || s->peer_gone) {
 			rc = -EPIPE;
 			break;
 		}
@@ -626,6 +634,8 @@ unsigned int xs_stream_events(struct xs_stream *s)
 		ev |= XS_EV_OUT;
 	if (s->error)
 		ev |= XS_EV_ERR | XS_EV_HUP | XS_EV_IN | XS_EV_OUT;
+	if (s->peer_gone) /* sends fail at once */
+		ev |= XS_EV_OUT | XS_EV_HUP;
 	if (s->wr_shut && s->peer_fin)
 		ev |= XS_EV_HUP;
 	pthread_mutex_unlock(&s->lock);
@@ -640,6 +650,19 @@ static void stream_free(struct xs_stream *s)
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	memset(s, 0, sizeof(*s));
+}
+
+bool xs_stream_drained(struct xs_stream *s)
+{
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->polling)
+		stream_drain_channels(s);
+	stream_poll_cq(s);
+	done = (s->fin_sent && !s->tx_inflight) || s->error || s->peer_gone;
+	pthread_mutex_unlock(&s->lock);
+	return done;
 }
 
 void xs_stream_close(struct xs_stream *s, int timeout_ms)

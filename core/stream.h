@@ -28,6 +28,7 @@
 #define XS_CORE_STREAM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,10 +75,12 @@ struct xs_stream {
 	uint32_t rx_data_held;	/* DATA buffers not yet read */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
-	bool wr_shut;  /* shutdown(SHUT_WR) or close: FIN after the data */
-	bool fin_sent; /* the FIN is posted */
-	bool rd_shut;  /* shutdown(SHUT_RD): reads see EOF */
-	int error;     /* sticky negative errno (reset) */
+	bool wr_shut;	  /* shutdown(SHUT_WR) or close: FIN after the data */
+	bool fin_sent;	  /* the FIN is posted */
+	bool rd_shut;	  /* shutdown(SHUT_RD): reads see EOF */
+	int error;	  /* sticky negative errno (reset) */
+	atomic_ulong gen; /* bumped by every completion and state change:
+			   * the edges of EPOLLET */
 	/* counters */
 	uint64_t bytes_sent, bytes_received;
 	uint64_t msgs_inline, msgs_pool, credit_msgs, credit_stalls;
@@ -167,6 +170,14 @@ int xs_stream_arm(struct xs_stream *s);
  * Return: 2.
  */
 int xs_stream_wait_fds(struct xs_stream *s, int fds[2]);
+
+/**
+ * xs_stream_drained() - whether a stream after SHUT_WR has nothing left
+ *                       to deliver: FIN posted and every send completed
+ *                       (or the connection is reset or the peer gone)
+ * @s: stream; reaps completions without waiting
+ */
+bool xs_stream_drained(struct xs_stream *s);
 
 /**
  * xs_stream_close() - FIN if not sent, wait (bounded) for the sends to

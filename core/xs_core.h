@@ -99,6 +99,7 @@ struct xs_sock {
 	pthread_mutex_t lock;
 	int reason; /* enum xs_fallback_reason; protected by lock */
 	int domain, type, protocol;
+	unsigned int incarnation; /* bumped each time the object is reused */
 	/* File status the kernel fd has, mirrored by the control wrappers so
 	 * the RDMA data path needs no system call to learn it. */
 	atomic_bool nonblock; /* O_NONBLOCK (SOCK_NONBLOCK, F_SETFL, FIONBIO) */
@@ -111,6 +112,7 @@ struct xs_sock {
 	 * accepts are serialised by lock */
 	struct xs_listener *listener;
 	pid_t rdma_pid; /* process that made stream/listener (fork check) */
+	struct xs_sock *live_next, *live_prev; /* this process's RDMA sockets */
 	struct xs_sock
 		*next_free; /* free list link; protected by sock pool lock */
 };
@@ -132,6 +134,16 @@ int xs_core_init(const struct xs_config *cfg);
  * Return: the configuration (never NULL after init).
  */
 const struct xs_config *xs_core_cfg(void);
+
+/**
+ * xs_core_exit() - at exit, deliver what RDMA sockets still hold
+ *
+ * Sends FIN on every open RDMA socket of this process and waits (at most
+ * 5 s) until those and the streams still lingering after close() have
+ * every byte acknowledged, as the kernel closes a dying process's TCP
+ * sockets gracefully. Context: atexit.
+ */
+void xs_core_exit(void);
 
 /**
  * xs_core_fork_child() - called in the child right after fork()
@@ -380,6 +392,14 @@ unsigned int xs_sock_poll_events(struct xs_sock *s);
  * Return: how many were written.
  */
 int xs_sock_poll_fds(struct xs_sock *s, int fds[2]);
+
+/**
+ * xs_sock_poll_gen() - a counter that moves whenever @s's readiness may
+ *                      have changed (completions, reset, disconnect): the
+ *                      edges of EPOLLET
+ * @s: socket for which xs_sock_polled() holds
+ */
+unsigned long xs_sock_poll_gen(struct xs_sock *s);
 
 /**
  * xs_sock_poll_arm() - request a completion event before sleeping on the

@@ -62,6 +62,7 @@ static void init_run(void)
 		       xs_core_atfork_child);
 	if (init_cfg.stats != XS_STATS_OFF)
 		atexit(xs_stats_dump);
+	atexit(xs_core_exit); /* runs before the dump: its bytes count */
 	xs_dbg("init", "mode %s, %zu fd slots",
 	       init_cfg.mode == XS_MODE_TCP ? "tcp" : "auto", xs_fdtab_size());
 	atomic_store(&xs_active, true);

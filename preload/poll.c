@@ -418,14 +418,21 @@ XS_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 
 /* --------------------------------------------------------------- epoll */
 
-/* One xsock socket in an epoll set. */
+/*
+ * One xsock socket in an epoll set. It holds no reference, as the kernel's
+ * epoll holds none on a file's last fd: close() tears the socket down at
+ * once (FIN), and the member is found stale - its fd no longer maps to the
+ * same incarnation of the object (type-stable memory) - and dropped.
+ */
 struct ep_member {
 	int fd;
-	struct xs_sock *s; /* reference */
-	uint32_t events;   /* as registered, EPOLLET/ONESHOT included */
+	struct xs_sock *s; /* no reference: check with ep_member_sock() */
+	unsigned int incarnation; /* of s when registered */
+	uint32_t events;	  /* as registered, EPOLLET/ONESHOT included */
 	epoll_data_t data;
-	uint32_t reported; /* EPOLLET: bits reported and still ready */
-	bool disabled;	   /* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
+	uint32_t reported;	/* EPOLLET: bits reported */
+	unsigned long last_gen; /* EPOLLET: readiness counter when reported */
+	bool disabled;		/* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
 };
 
 struct ep_set {
@@ -433,6 +440,7 @@ struct ep_set {
 	int inner; /* private epoll fd: the members' channel fds */
 	struct ep_member *m;
 	size_t nr, cap;
+	size_t cursor; /* where the next collection starts (round robin) */
 };
 
 /* epoll fd -> its xsock members, for epoll fds that ever had one */
@@ -506,15 +514,12 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 void xs_poll_fd_closed(int fd)
 {
 	struct ep_set *ep;
-	size_t i;
 
 	if (!ep_table || fd < 0 || (size_t)fd >= xs_fdtab_size())
 		return;
 	ep = atomic_exchange(&ep_table[fd], NULL);
 	if (!ep)
 		return;
-	for (i = 0; i < ep->nr; i++)
-		xs_sock_put(ep->m[i].s);
 	xs_real.close(ep->inner);
 	free(ep->m);
 	pthread_mutex_destroy(&ep->lock);
@@ -554,15 +559,32 @@ static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 	}
 }
 
-static void ep_remove(struct ep_set *ep, struct ep_member *m)
+/* The member's socket with a reference, or NULL when its fd was closed
+ * (or now names another socket). */
+static struct xs_sock *ep_member_sock(const struct ep_member *m)
+{
+	struct xs_sock *now = xs_fdtab_get(m->fd);
+
+	if (now && (now != m->s || now->incarnation != m->incarnation)) {
+		xs_sock_put(now);
+		now = NULL;
+	}
+	return now;
+}
+
+/*
+ * Drop member @m. @live: its socket still exists, so its channel fds leave
+ * the inner set; a closed socket's fds left it when they were closed (and
+ * their numbers may belong to someone else by now).
+ */
+static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 {
 	struct xs_sock *s = m->s;
 	int fd = m->fd;
 
 	*m = ep->m[--ep->nr];
-	if (!ep_shares(ep, s, fd))
+	if (live && !ep_shares(ep, s, fd))
 		ep_channels(ep, s, EPOLL_CTL_DEL);
-	xs_sock_put(s);
 }
 
 /* epoll_ctl for an emulated socket; @s's reference is the caller's. */
@@ -582,8 +604,8 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		return -EFAULT;
 	pthread_mutex_lock(&ep->lock);
 	m = ep_find(ep, fd);
-	if (m && m->s != s) { /* fd number reused behind epoll's back */
-		ep_remove(ep, m);
+	if (m && (m->s != s || m->incarnation != s->incarnation)) {
+		ep_remove(ep, m, false); /* fd closed and reused meanwhile */
 		m = NULL;
 	}
 	switch (op) {
@@ -606,10 +628,13 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		}
 		if (!ep_shares(ep, s, fd))
 			ep_channels(ep, s, EPOLL_CTL_ADD);
-		xs_sock_get(s);
-		ep->m[ep->nr++] =
-			(struct ep_member){ fd,		 s, event->events,
-					    event->data, 0, false };
+		ep->m[ep->nr++] = (struct ep_member){
+			.fd = fd,
+			.s = s,
+			.incarnation = s->incarnation,
+			.events = event->events,
+			.data = event->data,
+		};
 		break;
 	case EPOLL_CTL_MOD:
 		if (!m) {
@@ -626,7 +651,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			err = -ENOENT;
 			break;
 		}
-		ep_remove(ep, m);
+		ep_remove(ep, m, true);
 		break;
 	default:
 		err = -EINVAL;
@@ -668,43 +693,65 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 }
 
 /*
- * Ready xsock members into @out (at most @max). Drops members whose fd
+ * Ready xsock members into @out (at most @max), starting where the last
+ * collection stopped so that no member starves. Drops members whose fd
  * was closed behind epoll's back, as the kernel's close removes them.
  */
 static int ep_collect(struct ep_set *ep, struct epoll_event *out, int max)
 {
+	size_t seen, start;
 	int n = 0;
-	size_t i;
 
 	pthread_mutex_lock(&ep->lock);
-	for (i = 0; i < ep->nr && n < max; i++) {
-		struct ep_member *m = &ep->m[i];
-		struct xs_sock *now = xs_fdtab_get(m->fd);
-		uint32_t want, ready;
+	for (seen = 0; seen < ep->nr;) { /* closed members first */
+		struct xs_sock *s = ep_member_sock(&ep->m[seen]);
 
-		xs_sock_put(now);
-		if (now != m->s) {
-			ep_remove(ep, m);
-			i--;
+		if (!s) {
+			ep_remove(ep, &ep->m[seen], false);
 			continue;
 		}
-		if (m->disabled)
+		xs_sock_put(s);
+		seen++;
+	}
+	start = ep->nr ? ep->cursor % ep->nr : 0;
+	for (seen = 0; seen < ep->nr && n < max; seen++) {
+		size_t i = (start + seen) % ep->nr;
+		struct ep_member *m = &ep->m[i];
+		struct xs_sock *s = ep_member_sock(m);
+		uint32_t want, ready;
+		unsigned long gen;
+
+		if (!s)
+			continue; /* closed this instant: next round drops it */
+		if (m->disabled) {
+			xs_sock_put(s);
 			continue;
+		}
 		want = (m->events &
 			(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
 		       EPOLLERR | EPOLLHUP;
-		ready = xs_sock_poll_events(m->s) & want;
-		if (m->events & EPOLLET) {
-			uint32_t fresh = ready & ~m->reported;
+		gen = xs_sock_poll_gen(s);
+		ready = xs_sock_poll_events(s) & want;
+		xs_sock_put(s);
+		if ((m->events & EPOLLET) && ready) {
+			/* an edge: a new bit, or anything happened since the
+			 * last report (more data, freed credits) */
+			bool edge =
+				(ready & ~m->reported) || gen != m->last_gen;
 
 			m->reported = ready;
-			ready = fresh ? ready : 0;
+			m->last_gen = gen;
+			if (!edge)
+				continue;
+		} else if (m->events & EPOLLET) {
+			m->reported = 0;
 		}
 		if (!ready)
 			continue;
 		out[n].events = ready;
 		out[n].data = m->data;
 		n++;
+		ep->cursor = i + 1;
 		if (m->events & EPOLLONESHOT)
 			m->disabled = true;
 	}
@@ -714,11 +761,16 @@ static int ep_collect(struct ep_set *ep, struct epoll_event *out, int max)
 
 static void ep_arm(struct ep_set *ep)
 {
+	struct xs_sock *s;
 	size_t i;
 
 	pthread_mutex_lock(&ep->lock);
-	for (i = 0; i < ep->nr; i++)
-		xs_sock_poll_arm(ep->m[i].s);
+	for (i = 0; i < ep->nr; i++) {
+		s = ep_member_sock(&ep->m[i]);
+		if (s)
+			xs_sock_poll_arm(s);
+		xs_sock_put(s);
+	}
 	pthread_mutex_unlock(&ep->lock);
 }
 
@@ -733,7 +785,8 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 	int n, k;
 
 	for (;;) {
-		n = ep_collect(ep, events, max);
+		/* one slot always left for the kernel's own fds */
+		n = ep_collect(ep, events, max > 1 ? max - 1 : max);
 		if (n < max) {
 			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
 			if (k < 0)
@@ -746,8 +799,10 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 			continue;
 		ep_arm(ep);
 		n = ep_collect(ep, events, max);
-		if (n)
-			return n;
+		if (n) {
+			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
+			return k > 0 ? n + k : n;
+		}
 		k = xs_real.ppoll(pfd, 2, poll_left(deadline, &ts), sigmask);
 		if (k < 0)
 			return -1;

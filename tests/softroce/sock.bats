@@ -60,7 +60,7 @@ plain_server()
 	[[ "$XS_TOPOLOGY" == two ]] || sizes+=(67108864)
 	local total=0 s
 	for s in "${sizes[@]}"; do total=$((total + s)); done
-	run --separate-stderr timeout 110 env $(xsenv cli) "$XSNET" sizes "$XS_ADDR_A" "$port" "${sizes[@]}"
+	run_or_dump 200 env $(xsenv cli) "$XSNET" sizes "$XS_ADDR_A" "$port" "${sizes[@]}"
 	echo "$output"
 	((status == 0))
 	[[ $(grep -c ' echo ok$' <<<"$output") == "${#sizes[@]}" ]]
@@ -94,6 +94,20 @@ plain_server()
 	[[ $(stat sink accepts) == 1 && $(stat sink received) == $((mib << 20)) ]]
 	note "stream $mib MiB, sha256 $(cut -c1-16 "$XS_RUN_DIR/sink.sha")... equal," \
 		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v m="$mib" 'BEGIN { printf "%.1f MiB/s", m / (b - a) }')"
+}
+
+@test "sock: a sender that exits without close() delivers every byte, then EOF" {
+	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
+		'$XSNET' sink '$XS_ADDR_A' '$port' | wc -c >'$XS_RUN_DIR/sink.count';
+		echo \${PIPESTATUS[0]} >'$XS_RUN_DIR/sink.status'"
+	server_ready "sink$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 60 env $(xsenv blast) "$XSNET" blast "$XS_ADDR_A" "$port" 3000000
+	((status == 0))
+	"$XS_REMOTE" --wait "sink$BATS_TEST_NUMBER" --timeout 60
+	cat "$XS_RUN_DIR/sink.count" "$XS_RUN_DIR/sink.status"
+	[[ $(cat "$XS_RUN_DIR/sink.count") == 3000000 ]]
+	[[ $(cat "$XS_RUN_DIR/sink.status") == 0 ]] # EOF, not a reset
+	[[ $(stat blast connects) == 1 && $(stat blast sent) == 3000000 ]]
 }
 
 @test "sock: 1000 connections open at once in one process, each echoing" {

@@ -111,6 +111,31 @@ dump_stacks()
 		grep -E '^#|^Thread' | head -60 | sed 's/^/# /' >&3
 }
 
+# run_or_dump SECONDS CMD... - like `run` with a deadline: CMD's output in
+# $output and its status in $status; a CMD still running after SECONDS
+# has every xsnet process's stacks dumped, is killed and gets status 124.
+run_or_dump()
+{
+	local secs=$1 pid i
+	shift
+	"$@" >"$BATS_TEST_TMPDIR/rod.out" 2>&1 &
+	pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		dump_stacks "xsnet sizes"
+		dump_stacks "xsnet serve"
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		status=124
+	else
+		wait "$pid" && status=0 || status=$?
+	fi
+	output=$(cat "$BATS_TEST_TMPDIR/rod.out")
+}
+
 # note TEXT - a figure for the TAP stream.
 note() { echo "# $*" >&3; }
 

@@ -11,6 +11,7 @@
  *                              "OK <bytes>" back to the sender
  *   xsnet source IP PORT CHUNK stdin to the server in CHUNK-byte writes,
  *                              shutdown(SHUT_WR), print the server's reply
+ *   xsnet blast IP PORT BYTES  write BYTES and exit() without close()
  *   xsnet sizes IP PORT S...   echo each size S through one connection
  *                              (a writer thread and the reader at once)
  *   xsnet many IP PORT N       N connections open at once, each echoing
@@ -186,6 +187,14 @@ static int do_serve(const char *ip, const char *port, int max)
 	return 0;
 }
 
+static void fill(unsigned char *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (unsigned char)((i * 131u + seed) ^ (i >> 9));
+}
+
 static int do_sink(const char *ip, const char *port)
 {
 	static char buf[1 << 16];
@@ -207,10 +216,26 @@ static int do_sink(const char *ip, const char *port)
 		die("read");
 	fflush(stdout);
 	n = snprintf(reply, sizeof(reply), "OK %llu\n", total);
-	write_all(fd, reply, (size_t)n);
+	write_some(fd, reply, (size_t)n); /* the sender may be gone */
 	close(fd);
 	close(lfd);
 	return 0;
+}
+
+/* Connect, write @total pattern bytes, exit without close(). */
+static int do_blast(const char *ip, const char *port, size_t total)
+{
+	static unsigned char buf[1 << 16];
+	int fd = connect_to(ip, port);
+	size_t n;
+
+	fill(buf, sizeof(buf), 7);
+	while (total) {
+		n = total < sizeof(buf) ? total : sizeof(buf);
+		write_all(fd, buf, n);
+		total -= n;
+	}
+	exit(0); /* the fd stays open: exit must deliver the bytes */
 }
 
 static int do_source(const char *ip, const char *port, size_t chunk)
@@ -249,13 +274,6 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-static void fill(unsigned char *p, size_t len, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (unsigned char)((i * 131u + seed) ^ (i >> 9));
-}
 
 static int do_sizes(const char *ip, const char *port, int argc, char **argv)
 {
@@ -455,6 +473,8 @@ int main(int argc, char **argv)
 		return do_sink(argv[2], argv[3]);
 	if (argc >= 5 && !strcmp(argv[1], "source"))
 		return do_source(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+	if (argc >= 5 && !strcmp(argv[1], "blast"))
+		return do_blast(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc >= 4 && !strcmp(argv[1], "sizes"))
 		return do_sizes(argv[2], argv[3], argc - 4, argv + 4);
 	if (argc >= 5 && !strcmp(argv[1], "many"))
