@@ -224,6 +224,8 @@ static int stream_poll_cq(struct xs_stream *s)
 		stream_on_wc(s, &wc[i]);
 	if (s->wr_shut && !s->fin_sent)
 		stream_send_fin(s);
+	if (n)
+		pthread_cond_broadcast(&s->cond); /* a follower's news too */
 	return n;
 }
 
@@ -260,6 +262,9 @@ static void stream_cm_events(struct xs_stream *s)
 static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 {
 	const struct xs_config *cfg = xs_core_cfg();
+	/* Completions reaped by another thread while we spin or arm change
+	 * our caller's condition without waking us: the counter tells. */
+	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	uint64_t now = xs_now_us(), spin_until;
 	struct pollfd pfd[2];
 	struct ibv_cq *cq;
@@ -270,7 +275,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	if (spin_until > deadline)
 		spin_until = deadline;
 	while (xs_now_us() < spin_until) {
-		if (stream_poll_cq(s))
+		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen)
 			return 0;
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_lock(&s->lock);
@@ -279,7 +284,8 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		stream_reset(s, "ibv_req_notify_cq failed");
 		return 0;
 	}
-	if (stream_poll_cq(s)) /* what completed before the arm */
+	/* what completed before the arm, here or in another thread */
+	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen)
 		return 0;
 	if (deadline == STREAM_FOREVER) {
 		wait_ms = -1;
@@ -559,32 +565,34 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 		s->rd_shut = true;
 	if (how == SHUT_WR || how == SHUT_RDWR)
 		s->wr_shut = true;
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&s->cond);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */
 	rc = s->error;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-size_t xs_stream_inq(struct xs_stream *s)
+/* Bytes waiting to be read (@out false) or in flight (@out true). */
+static size_t stream_queued(struct xs_stream *s, bool out)
 {
 	size_t n;
 
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
-	n = s->rd_shut ? 0 : s->rxq_bytes;
+	n = out ? s->tx_queued : s->rd_shut ? 0 : s->rxq_bytes;
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
 
+size_t xs_stream_inq(struct xs_stream *s)
+{
+	return stream_queued(s, false);
+}
+
 size_t xs_stream_outq(struct xs_stream *s)
 {
-	size_t n;
-
-	pthread_mutex_lock(&s->lock);
-	stream_poll_cq(s);
-	n = s->tx_queued;
-	pthread_mutex_unlock(&s->lock);
-	return n;
+	return stream_queued(s, true);
 }
 
 /* Take the completion channel's events and the CM channel's without

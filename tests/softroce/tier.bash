@@ -101,14 +101,27 @@ stat()
 	esac
 }
 
-# dump_stacks PATTERN - every thread's stack of the process matching
-# PATTERN (pgrep -f), into the TAP stream: what a stuck test leaves.
+# dump_stacks PATTERN - every thread's stack of each process whose command
+# line matches PATTERN (pgrep -f; timeout and env wrappers skipped), and
+# the xsock stream each blocked call waits on, into the TAP stream: what a
+# stuck test leaves behind.
 dump_stacks()
 {
-	local pid
-	pid=$(pgrep -f "$1" | head -1) || return 0
-	gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
-		grep -E '^#|^Thread' | head -60 | sed 's/^/# /' >&3
+	local pid t
+	for pid in $(pgrep -f "$1"); do
+		case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+		timeout | env | bash) continue ;;
+		esac
+		{
+			gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
+				grep -E '^#|^Thread'
+			for t in 1 2 3; do
+				gdb -p "$pid" -batch -ex "thread $t" \
+					-ex "frame function stream_wait" -ex "print *s" 2>&1 |
+					grep -E '^\$1|^  [a-z_]+ = ' | head -40
+			done
+		} | head -150 | sed "s/^/# [$pid] /" >&3
+	done
 }
 
 # run_or_dump SECONDS CMD... - like `run` with a deadline: CMD's output in

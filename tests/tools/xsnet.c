@@ -82,23 +82,7 @@ static int connect_to(const char *ip, const char *port)
 	return fd;
 }
 
-static void write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	ssize_t n;
-
-	while (len) {
-		n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			die("write");
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-/* write_all() for the echo server: -1 (with errno) instead of exiting. */
+/* Write everything: 0, or -1 with errno (the echo server goes on). */
 static int write_some(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -109,13 +93,20 @@ static int write_some(int fd, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			fprintf(stderr, "xsnet: echo: %s\n", strerror(errno));
+			if (n == 0)
+				errno = EIO;
 			return -1;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+	if (write_some(fd, buf, len) < 0)
+		die("write");
 }
 
 static void read_all(int fd, void *buf, size_t len)
@@ -148,7 +139,7 @@ static void *echo_conn(void *arg)
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		if (write_some(fd, buf, (size_t)n) < 0)
 			break;
-	if (n < 0)
+	if (n != 0)
 		fprintf(stderr, "xsnet: echo: %s\n", strerror(errno));
 	close(fd);
 	return NULL;
