@@ -4,6 +4,7 @@
 #ifndef XS_CORE_CORE_INT_H
 #define XS_CORE_CORE_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -21,6 +22,26 @@ static inline uint64_t xs_now_us(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+/**
+ * xs_copy_in() - copy @n bytes from an application pointer without
+ *                trusting it (process_vm_readv on ourselves fails cleanly
+ *                where a plain read would crash)
+ * @dst: library memory
+ * @src: application memory; NULL or unmapped gives -EFAULT
+ * @n:   bytes
+ * Return: 0, or -EFAULT as the kernel would answer.
+ */
+int xs_copy_in(void *dst, const void *src, size_t n);
+
+/**
+ * xs_sock_mine() - whether @s's RDMA objects belong to this process
+ * @s: socket with a stream or listener
+ *
+ * False only in a forked child for what its parent made (shared kernel
+ * context: the child never touches it). No system call outside a child.
+ */
+bool xs_sock_mine(const struct xs_sock *s);
 
 /**
  * xs_dev_open() - the opened device for a verbs context

@@ -152,6 +152,12 @@ const struct xs_config *xs_core_cfg(void)
 	return core_cfg;
 }
 
+bool xs_sock_mine(const struct xs_sock *s)
+{
+	/* getpid() is a system call: ask only in a forked child */
+	return !core_forked || s->rdma_pid == getpid();
+}
+
 void xs_core_fork_child(void)
 {
 	core_forked = true;
@@ -271,11 +277,6 @@ void xs_sock_get(struct xs_sock *s)
 	XS_ASSERT(old > 0);
 }
 
-/*
- * Release the RDMA objects of a socket whose last fd is gone. A forked
- * child only frees its copy of the memory: the verbs and rdma_cm objects
- * are its parent's (shared kernel context).
- */
 /* Release lingering streams that are drained or past their deadline.
  * Cheap when none linger; never blocks on a busy list. */
 static void sock_linger_reap(void)
@@ -382,7 +383,7 @@ static void sock_teardown(struct xs_sock *s)
 
 	if (!s->stream && !s->listener)
 		return;
-	mine = s->rdma_pid == getpid();
+	mine = xs_sock_mine(s);
 	xs_tls_depth++;
 	if (s->stream) {
 		if (mine) {
@@ -520,36 +521,41 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
  * answers EFAULT for a bad one, where reading it here would crash. The
  * copy goes through process_vm_readv(2) on ourselves, which fails cleanly.
  */
+int xs_copy_in(void *dst, const void *src, size_t n)
+{
+	struct iovec local = { dst, n }, remote = { (void *)src, n };
+
+	if (!src ||
+	    process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)n)
+		return -EFAULT;
+	return 0;
+}
+
 static bool sock_copy_addr(const struct sockaddr *addr, socklen_t len,
 			   struct sockaddr_storage *out)
 {
 	size_t n = len < sizeof(*out) ? len : sizeof(*out);
-	struct iovec local = { out, n }, remote = { (void *)addr, n };
 
 	memset(out, 0, sizeof(*out));
-	if (!addr || len < sizeof(sa_family_t))
+	if (len < sizeof(sa_family_t))
 		return false;
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) ==
-	       (ssize_t)n;
+	return xs_copy_in(out, addr, n) == 0;
 }
+
+static void sock_addr_as(int domain, const struct sockaddr *sa,
+			 struct sockaddr_storage *out, socklen_t *len);
 
 /* @addr as an IPv6 address (IPv4 mapped) and port, for the memory. */
 static void sock_neg_key(const struct sockaddr *addr, uint8_t key[16],
 			 uint16_t *port)
 {
-	memset(key, 0, 16);
-	if (addr->sa_family == AF_INET) {
-		const struct sockaddr_in *sin = (const void *)addr;
+	struct sockaddr_storage ss;
+	const struct sockaddr_in6 *sin6 = (const void *)&ss;
+	socklen_t len;
 
-		key[10] = key[11] = 0xff;
-		memcpy(key + 12, &sin->sin_addr, 4);
-		*port = sin->sin_port;
-	} else {
-		const struct sockaddr_in6 *sin6 = (const void *)addr;
-
-		memcpy(key, &sin6->sin6_addr, 16);
-		*port = sin6->sin6_port;
-	}
+	sock_addr_as(AF_INET6, addr, &ss, &len);
+	memcpy(key, &sin6->sin6_addr, 16);
+	*port = sin6->sin6_port;
 }
 
 /* The reason RDMA failed to @addr recently, or XS_FB_NONE. */
@@ -913,7 +919,7 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		flags = 0;
 	/* rdma_cm first, then the kernel listener (a peer without xsock) */
 	while (s->listener && xs_sock_kind(s) == XS_KIND_LISTEN &&
-	       s->rdma_pid == getpid()) {
+	       xs_sock_mine(s)) {
 		nfd = sock_accept_rdma(s, addr, len, flags, child);
 		if (nfd != -EAGAIN)
 			return nfd;

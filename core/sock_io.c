@@ -20,20 +20,13 @@
 #include "stats.h"
 #include "stream.h"
 
-/* Flags a TCP send/recv accepts and xsock honours or may ignore. */
-#define SOCK_SEND_FLAGS                                                        \
-	(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_EOR | MSG_CONFIRM |      \
-	 MSG_DONTROUTE)
-#define SOCK_RECV_FLAGS                                                        \
-	(MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_CMSG_CLOEXEC)
-
 /*
  * The inherited RDMA socket of a forked child: its QP belongs to the
  * parent (shared kernel context), so the child never touches it.
  */
 static bool sock_foreign(const struct xs_sock *s)
 {
-	return s->rdma_pid != getpid();
+	return !xs_sock_mine(s);
 }
 
 static int sock_timeout(struct xs_sock *s, int flags, bool send)
@@ -153,18 +146,6 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 	return rc == -ECONNRESET ? 0 : rc; /* the kernel's shutdown succeeds */
 }
 
-/* *@len without trusting the pointer (process_vm_readv fails cleanly). */
-static int sock_read_len(const socklen_t *len, socklen_t *out)
-{
-	struct iovec local = { out, sizeof(*out) },
-		     remote = { (void *)len, sizeof(*len) };
-
-	if (!len || process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
-			    (ssize_t)sizeof(*out))
-		return -EFAULT;
-	return 0;
-}
-
 int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 		 socklen_t *len)
 {
@@ -183,7 +164,7 @@ int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 	 * and address size; then the RC connection's address replaces what
 	 * it wrote, cut to the caller's room as the kernel cuts it.
 	 */
-	rc = sock_read_len(len, &room);
+	rc = xs_copy_in(&room, len, sizeof(room));
 	if (rc)
 		return rc;
 	if (xs_real.getsockname(fd, addr, len) < 0)

@@ -20,8 +20,8 @@ bool xs_sock_polled(struct xs_sock *s)
 	enum xs_fd_kind kind = xs_sock_kind(s);
 
 	if (kind == XS_KIND_RDMA)
-		return s->rdma_pid == getpid();
-	return kind == XS_KIND_LISTEN && s->listener && s->rdma_pid == getpid();
+		return xs_sock_mine(s);
+	return kind == XS_KIND_LISTEN && s->listener && xs_sock_mine(s);
 }
 
 unsigned int xs_sock_poll_events(struct xs_sock *s)
