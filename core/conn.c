@@ -138,7 +138,8 @@ static int conn_resolve_addr(struct xs_conn *c, const struct sockaddr *dst,
 static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 {
 	c->local.version = XS_WIRE_VERSION;
-	c->local.flags = p->max_rndv ? XS_HELLO_F_RNDV : 0;
+	/* F_RNDV: we can expose regions; max_rndv: we READ regions */
+	c->local.flags = p->max_rndv && c->nr_mw ? XS_HELLO_F_RNDV : 0;
 	c->local.credits = p->credits;
 	c->local.eager_size = p->eager_size;
 	c->local.max_rndv = p->max_rndv;
@@ -173,7 +174,9 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		attr.send_cq = c->cq;
 		attr.recv_cq = c->cq;
 		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = p->credits + 16u;
+		/* the stream's signaled slots, plus one unsignaled
+		 * memory-window bind per rendezvous region */
+		attr.cap.max_send_wr = p->credits + 16u + XS_RNDV_REGIONS;
 		attr.cap.max_recv_wr = nr_rx;
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
@@ -185,6 +188,21 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		inline_max /= 2;
 	}
 	c->max_inline = attr.cap.max_inline_data;
+	/* Windows for rendezvous; a device without type-2 windows sends
+	 * everything eagerly. */
+	while (p->max_rndv && c->nr_mw < XS_RNDV_REGIONS) {
+		c->mw[c->nr_mw] = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
+		if (!c->mw[c->nr_mw]) {
+			while (c->nr_mw)
+				ibv_dealloc_mw(c->mw[--c->nr_mw]);
+			xs_log_once(XS_LOG_INFO, "conn",
+				    "no type-2 memory windows (%s): large "
+				    "sends go eagerly",
+				    strerror(errno));
+			break;
+		}
+		c->nr_mw++;
+	}
 	c->rx = calloc(nr_rx, sizeof(*c->rx));
 	if (!c->rx)
 		return -ENOMEM;
@@ -200,13 +218,34 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	return 0;
 }
 
-static void conn_param(struct rdma_conn_param *param, const void *hello)
+static uint8_t conn_min8(unsigned int a, unsigned int b)
+{
+	return (uint8_t)(a < b ? a : b);
+}
+
+/*
+ * Connection parameters. READ depths: XS_RNDV_RD_DEPTH within what the
+ * device allows and, when accepting, what the request offered (@req; NULL
+ * when connecting): our responder resources never exceed the peer's
+ * initiator depth, nor our initiator depth its responder resources.
+ */
+static void conn_param(struct rdma_conn_param *param, const void *hello,
+		       const struct xs_dev *dev,
+		       const struct rdma_conn_param *req)
 {
 	memset(param, 0, sizeof(*param));
 	param->private_data = hello;
 	param->private_data_len = XS_WIRE_HELLO_LEN;
-	param->responder_resources = 1;
-	param->initiator_depth = 1;
+	param->responder_resources =
+		conn_min8(XS_RNDV_RD_DEPTH, dev->max_rd_atom);
+	param->initiator_depth =
+		conn_min8(XS_RNDV_RD_DEPTH, dev->max_init_rd_atom);
+	if (req) {
+		param->responder_resources = conn_min8(
+			param->responder_resources, req->initiator_depth);
+		param->initiator_depth = conn_min8(param->initiator_depth,
+						   req->responder_resources);
+	}
 	param->retry_count = 7;
 	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
 }
@@ -255,7 +294,7 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		goto out_destroy;
 	conn_fill_hello(c, p);
 	xs_wire_hello_encode(&c->local, hello);
-	conn_param(&param, hello);
+	conn_param(&param, hello, c->dev, NULL);
 	if (rdma_connect(c->id, &param)) {
 		rc = -errno;
 		goto out_destroy;
@@ -288,10 +327,14 @@ void xs_conn_destroy(struct xs_conn *c)
 	if (!c)
 		return;
 	xs_tls_depth++;
-	if (c->id && c->id->qp) {
-		rdma_disconnect(c->id);
+	if (c->id && c->id->qp)
+		rdma_disconnect(c->id); /* the QP errors: no more binds */
+	/* Windows before the QP: deallocating one invalidates it, and a
+	 * bound type-2 window holds a reference on its QP (rxe). */
+	while (c->nr_mw)
+		ibv_dealloc_mw(c->mw[--c->nr_mw]);
+	if (c->id && c->id->qp)
 		rdma_destroy_qp(c->id);
-	}
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	if (c->cc)
@@ -358,13 +401,14 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *cid = ev->id;
 	uint8_t hello[XS_WIRE_HELLO_LEN], busy[XS_WIRE_REJECT_LEN];
-	struct rdma_conn_param param;
+	struct rdma_conn_param param, req = ev->param.conn;
 	struct xs_hello peer;
 	struct xs_conn *c;
 	int rc;
 
 	rc = xs_wire_hello_decode(ev->param.conn.private_data,
 				  ev->param.conn.private_data_len, &peer);
+	req.private_data = NULL; /* freed with the event */
 	rdma_ack_cm_event(ev);
 	if (rc) {
 		l->nr_rejected++;
@@ -394,7 +438,7 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		goto out_reject;
 	conn_fill_hello(c, &l->params);
 	xs_wire_hello_encode(&c->local, hello);
-	conn_param(&param, hello);
+	conn_param(&param, hello, c->dev, &req);
 	if (rdma_accept(cid, &param) == 0) {
 		l->nr_pending++;
 		return; /* ESTABLISHED comes on the listener's channel */
@@ -533,6 +577,90 @@ int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
 		wr.send_flags |= IBV_SEND_INLINE;
 	else if (!b)
 		return -EINVAL;
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
+int xs_conn_post_rndv(struct xs_conn *c, unsigned int w, uint32_t rkey,
+		      const struct xs_buf *region, uint32_t len,
+		      const void *msg, uint32_t msg_len,
+		      const struct xs_buf *msg_buf, uint64_t bind_wr_id,
+		      uint64_t wr_id)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)msg,
+		.length = msg_len,
+		.lkey = msg_buf ? msg_buf->lkey : 0,
+	};
+	struct ibv_send_wr send = {
+		.wr_id = wr_id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ibv_send_wr bind = {
+		.wr_id = bind_wr_id,
+		.next = &send,
+		.opcode = IBV_WR_BIND_MW,
+		.bind_mw = {
+			.mw = c->mw[w],
+			.rkey = rkey,
+			.bind_info = {
+				.mr = region->mr,
+				.addr = (uintptr_t)region->addr,
+				.length = len,
+				.mw_access_flags = IBV_ACCESS_REMOTE_READ,
+			},
+		},
+	}, *bad;
+	int rc;
+
+	if (w >= c->nr_mw || len > region->size)
+		return -EINVAL;
+	if (msg_len <= c->max_inline)
+		send.send_flags |= IBV_SEND_INLINE;
+	else if (!msg_buf)
+		return -EINVAL;
+	rc = ibv_post_send(c->id->qp, &bind, &bad);
+	if (rc)
+		return -rc; /* verbs: +errno */
+	/* The bind names the window by its current rkey (rxe checks it):
+	 * from now on that is @rkey. */
+	c->mw[w]->rkey = rkey;
+	return 0;
+}
+
+int xs_conn_post_read(struct xs_conn *c, const struct xs_buf *dst, uint32_t len,
+		      uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)dst->addr,
+		.length = len,
+		.lkey = dst->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = IBV_WR_RDMA_READ,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+
+	if (len > dst->size)
+		return -EINVAL;
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
+int xs_conn_post_inv(struct xs_conn *c, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.opcode = IBV_WR_LOCAL_INV,
+		.send_flags = IBV_SEND_SIGNALED,
+		.invalidate_rkey = rkey,
+	}, *bad;
+
 	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
 }
 

@@ -25,12 +25,25 @@
 #include "pool.h"
 #include "proto.h"
 
+/*
+ * Rendezvous resources of one connection (cf. XRDMA's large-message path):
+ * it exposes at most XS_RNDV_REGIONS send regions at once, each through its
+ * own type-2 memory window (bound to this QP only, read-only), each of
+ * XSOCK_RNDV_CHUNK bytes at most; it accepts regions of up to
+ * XS_RNDV_MAX_REGION bytes (the pool's largest buffer) from its peer.
+ * XS_RNDV_RD_DEPTH RDMA READs may be outstanding per QP
+ * (responder_resources / initiator_depth; rxe allows 128, ConnectX 16).
+ */
+#define XS_RNDV_REGIONS	   4
+#define XS_RNDV_MAX_REGION XS_POOL_SUPERBLOCK /* bytes */
+#define XS_RNDV_RD_DEPTH   4
+
 /* What one side offers in its hello. */
 struct xs_conn_params {
 	uint16_t credits;    /* receive buffers posted, XS_WIRE_*_CREDITS */
 	uint32_t eager_size; /* bytes per receive buffer */
 	uint32_t inline_max; /* requested max_inline_data, bytes */
-	uint32_t max_rndv;   /* 0: no rendezvous */
+	uint32_t max_rndv;   /* largest region accepted; 0: no rendezvous */
 	int timeout_ms;	     /* resolution and handshake budget */
 	size_t pool_bytes;   /* pool limit when the device is first opened */
 	int afonly;	     /* listener on an AF_INET6 address: IPV6_V6ONLY */
@@ -41,6 +54,8 @@ struct xs_dev {
 	struct ibv_context *verbs;
 	struct ibv_pd *pd;
 	struct xs_pool pool;
+	uint8_t max_rd_atom;	  /* device: READs a QP may serve at once */
+	uint8_t max_init_rd_atom; /* device: READs a QP may issue at once */
 	struct xs_dev *next;
 };
 
@@ -52,7 +67,11 @@ struct xs_conn {
 	struct ibv_cq *cq;
 	struct xs_buf *rx; /* receive ring, nr_rx buffers, wr_id = index */
 	unsigned int nr_rx;
-	uint32_t max_inline;   /* what the QP really granted */
+	uint32_t max_inline; /* what the QP really granted */
+	/* type-2 memory windows for rendezvous regions; nr_mw 0 when the
+	 * device has none (the connection then sends everything eagerly) */
+	struct ibv_mw *mw[XS_RNDV_REGIONS];
+	unsigned int nr_mw;
 	struct xs_hello local; /* what we announced */
 	struct xs_hello peer;  /* what the peer announced (validated) */
 	struct xs_conn *next;  /* a listener's ready queue */
@@ -150,6 +169,53 @@ void xs_listener_destroy(struct xs_listener *l);
  */
 int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
 		      const struct xs_buf *b, uint64_t wr_id);
+
+/**
+ * xs_conn_post_rndv() - expose a region and announce it: bind memory
+ *                       window @w over @region (IBV_ACCESS_REMOTE_READ
+ *                       only, this QP only) then send @msg, one doorbell
+ * @c:       connection
+ * @w:       window index, below c->nr_mw
+ * @rkey:    the window's new rkey (ibv_inc_rkey of its last one)
+ * @region:  pool buffer holding the bytes; [region->addr, +@len) is bound
+ * @len:     bytes exposed
+ * @msg:     the RNDV message; inline when it fits max_inline, else it
+ *           must lie in @msg_buf
+ * @msg_len: its bytes
+ * @msg_buf: the pool buffer holding @msg, or NULL
+ * @bind_wr_id: wr_id of the (unsignaled) bind; seen only if it fails
+ * @wr_id:   wr_id of the send
+ * Return: 0, or the negative errno of ibv_post_send.
+ */
+int xs_conn_post_rndv(struct xs_conn *c, unsigned int w, uint32_t rkey,
+		      const struct xs_buf *region, uint32_t len,
+		      const void *msg, uint32_t msg_len,
+		      const struct xs_buf *msg_buf, uint64_t bind_wr_id,
+		      uint64_t wr_id);
+
+/**
+ * xs_conn_post_read() - RDMA READ a peer's region into a pool buffer
+ * @c:     connection
+ * @dst:   pool buffer of at least @len bytes
+ * @len:   bytes
+ * @raddr: the peer's region address, as its RNDV gave it
+ * @rkey:  the peer's window rkey
+ * @wr_id: returned in the completion
+ * Return: 0, or the negative errno of ibv_post_send.
+ */
+int xs_conn_post_read(struct xs_conn *c, const struct xs_buf *dst, uint32_t len,
+		      uint64_t raddr, uint32_t rkey, uint64_t wr_id);
+
+/**
+ * xs_conn_post_inv() - invalidate a memory window (IBV_WR_LOCAL_INV):
+ *                      once it completes the peer can no longer READ
+ *                      through @rkey and the region may be reused
+ * @c:     connection
+ * @rkey:  the window's current rkey
+ * @wr_id: returned in the completion
+ * Return: 0, or the negative errno of ibv_post_send.
+ */
+int xs_conn_post_inv(struct xs_conn *c, uint32_t rkey, uint64_t wr_id);
 
 /**
  * xs_conn_repost_recv() - give receive buffer @i back to the QP

@@ -61,6 +61,7 @@ out_unlock:
 struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
 			   int *rc)
 {
+	struct ibv_device_attr attr;
 	struct xs_dev *d;
 
 	pthread_mutex_lock(&dev_lock);
@@ -77,6 +78,16 @@ struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
 	if (!d->pd) {
 		*rc = errno ? -errno : -ENOMEM; /* libibverbs: NULL, errno */
 		goto out_free;
+	}
+	/* READ depths for rdma_cm's responder_resources/initiator_depth */
+	if (ibv_query_device(verbs, &attr) == 0) {
+		d->max_rd_atom = (uint8_t)(attr.max_qp_rd_atom > 255
+						   ? 255
+						   : attr.max_qp_rd_atom);
+		d->max_init_rd_atom =
+			(uint8_t)(attr.max_qp_init_rd_atom > 255
+					  ? 255
+					  : attr.max_qp_init_rd_atom);
 	}
 	*rc = xs_pool_init(&d->pool, &xs_pool_verbs_ops, d->pd, pool_bytes);
 	if (*rc)

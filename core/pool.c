@@ -2,8 +2,8 @@
  * core/pool.c - the registered buffer pool (see pool.h).
  *
  * Owns superblock registration and the slab allocator over it. It does not
- * own memory windows (bound per rendezvous by the transport) nor waiting
- * for free buffers (callers sleep on their completion channel).
+ * own waiting for free buffers (callers sleep on their completion
+ * channel).
  * Context: any thread; one mutex, held only for list and bitmap updates and
  * for the registration of a new superblock.
  */
@@ -21,8 +21,7 @@ static int pool_verbs_reg(void *pd, void *addr, size_t len, uint32_t *lkey,
 {
 	struct ibv_mr *m;
 
-	m = ibv_reg_mr(pd, addr, len,
-		       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	m = ibv_reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!m)
 		return -errno; /* libibverbs: NULL and errno */
 	*lkey = m->lkey;
@@ -191,6 +190,7 @@ int xs_pool_alloc(struct xs_pool *p, size_t len, struct xs_buf *out)
 	out->size = size;
 	out->lkey = p->sb[s].lkey;
 	out->sb = (uint32_t)s;
+	out->mr = p->sb[s].mr;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	return rc;

@@ -2,10 +2,9 @@
  * core/pool.h - the registered buffer pool shared by every connection.
  *
  * Memory is registered once, in 4 MiB superblocks (XRDMA's superblock size),
- * with local access and MW_BIND only: no region of the pool is ever
- * remote-readable or remote-writable through the pool's own rkey. A
- * rendezvous exposes one buffer to one connection by binding a memory
- * window over it. Superblocks are carved by a slab allocator into
+ * with local access only: no byte of the pool is ever remote-readable or
+ * remote-writable, nor can a memory window be bound over it. (Rendezvous
+ * regions live in each connection's own staging MR: core/stream.h.) Superblocks are carved by a slab allocator into
  * power-of-two buffers of 64 B to 4 MiB; each superblock serves one size
  * class. The pool never grows past its byte limit (XSOCK_POOL_MB): an
  * exhausted pool answers -ENOBUFS and the caller waits (backpressure).
@@ -38,6 +37,7 @@ struct xs_buf {
 	size_t size;   /* bytes usable, the size class (>= what was asked) */
 	uint32_t lkey; /* for SGEs */
 	uint32_t sb;   /* superblock index, for xs_pool_free() */
+	void *mr;      /* its MR (struct ibv_mr * on a real device) */
 };
 
 struct xs_pool_sb {
@@ -106,7 +106,7 @@ void xs_pool_free(struct xs_pool *p, const struct xs_buf *b);
  */
 size_t xs_pool_registered_bytes(struct xs_pool *p);
 
-/* The real seam: ibv_reg_mr(LOCAL_WRITE | MW_BIND) / ibv_dereg_mr. */
+/* The real seam: ibv_reg_mr(LOCAL_WRITE) / ibv_dereg_mr. */
 extern const struct xs_pool_ops xs_pool_verbs_ops;
 
 #endif /* XS_CORE_POOL_H */

@@ -86,15 +86,18 @@ enum xs_msg_type {
 
 /*
  * Control buffers: besides the `credits` buffers its hello announces for
- * DATA, each side posts XS_WIRE_CTRL_BUFS more that control messages
- * (CREDIT, FIN, RESET) land in; the receiver re-posts a control buffer as
- * soon as it reaps the message. Control messages spend no credit, so a
- * window update can always be sent even when both data windows are full
- * (the classic credit deadlock). A side sends CREDIT only after reading
- * half a window of the peer's DATA, so control messages never outrun the
- * re-posting (at worst the HCA's RNR retry, set to infinite, paces them).
+ * DATA and RNDV, each side posts XS_WIRE_CTRL_BUFS more that control
+ * messages (CREDIT, RNDV_DONE, FIN, RESET) land in; the receiver re-posts
+ * a control buffer as soon as it reaps the message. Control messages spend
+ * no credit, so a window update or a region release can always be sent even
+ * when both data windows are full (the classic credit deadlock). A side
+ * sends CREDIT only after reading half a window of the peer's DATA, and at
+ * most one RNDV_DONE per region the peer exposed (at most 4 at once), so
+ * control messages never outrun the re-posting: 4 for CREDIT, FIN and
+ * RESET, 4 for RNDV_DONE (at worst the HCA's RNR retry, set to infinite,
+ * paces them).
  */
-#define XS_WIRE_CTRL_BUFS 4
+#define XS_WIRE_CTRL_BUFS 8
 
 /* Message header, 8 bytes on the wire:
  *   0  u8  type           enum xs_msg_type

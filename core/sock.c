@@ -662,7 +662,7 @@ static void sock_conn_params(struct xs_conn_params *p)
 	p->credits = (uint16_t)core_cfg->recv_bufs;
 	p->eager_size = (uint32_t)core_cfg->eager_limit;
 	p->inline_max = (uint32_t)core_cfg->inline_max;
-	p->max_rndv = 0;
+	p->max_rndv = XS_RNDV_MAX_REGION; /* regions we READ */
 	p->timeout_ms = (int)core_cfg->connect_timeout_ms;
 	p->pool_bytes = (size_t)core_cfg->pool_mb << 20;
 }

@@ -61,6 +61,18 @@ ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 	return rc;
 }
 
+int xs_sock_so_error(struct xs_sock *s)
+{
+	int rc;
+
+	if (sock_foreign(s))
+		return 0;
+	xs_tls_depth++;
+	rc = xs_stream_take_error(s->stream);
+	xs_tls_depth--;
+	return -rc;
+}
+
 ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		     int flags)
 {
@@ -77,6 +89,8 @@ ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		rflags |= XS_RECV_PEEK;
 	if (flags & MSG_WAITALL)
 		rflags |= XS_RECV_WAITALL;
+	if (flags & MSG_TRUNC) /* tcp_recvmsg(): discard, as many as asked */
+		rflags |= XS_RECV_DISCARD;
 	xs_tls_depth++;
 	rc = xs_stream_recv(s->stream, iov, iovcnt, rflags,
 			    sock_timeout(s, flags, false));

@@ -55,6 +55,11 @@ void xs_stats_dump(void)
 			atomic_load(&xs_stats.rdma_accepts),
 			atomic_load(&xs_stats.rdma_bytes_sent),
 			atomic_load(&xs_stats.rdma_bytes_received));
+	if (off < sizeof(buf))
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					"  rendezvous exposed %lu pulled %lu\n",
+					atomic_load(&xs_stats.rndv_exposed),
+					atomic_load(&xs_stats.rndv_pulled));
 	if (off > sizeof(buf))
 		off = sizeof(buf);
 	if (cfg->stats == XS_STATS_FILE) {

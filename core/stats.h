@@ -16,6 +16,8 @@ struct xs_stats {
 	atomic_ulong rdma_accepts;	      /* RC connections accepted */
 	atomic_ulong rdma_bytes_sent;	      /* payload bytes over RDMA */
 	atomic_ulong rdma_bytes_received;
+	atomic_ulong rndv_exposed; /* regions exposed for RDMA READ */
+	atomic_ulong rndv_pulled;  /* peers' regions pulled by RDMA READ */
 };
 
 extern struct xs_stats xs_stats;

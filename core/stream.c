@@ -13,20 +13,40 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "core_int.h"
+#include "stats.h"
 #include "stream.h"
 
 #define STREAM_CQ_BATCH	    16
 #define STREAM_INLINE_STACK 512 /* bytes: largest inline message built */
 #define STREAM_FOREVER	    UINT64_MAX
 /*
- * wr_id layout: receives carry the ring index (below 2^32); sends carry
- * STREAM_WR_SEND | slot. An error completion's opcode is undefined, so the
- * wr_id alone tells a send from a receive.
+ * wr_id layout: receives carry the ring index (below 2^32); signaled
+ * send-queue WRs carry STREAM_WR_SEND | slot; the unsignaled window binds
+ * STREAM_WR_BIND (seen only when one fails). An error completion's opcode
+ * is undefined, so the wr_id alone tells them apart.
  */
 #define STREAM_WR_SEND (1ull << 32)
+#define STREAM_WR_BIND (1ull << 33)
+
+/* struct xs_stream_slot.kind */
+enum {
+	STREAM_SLOT_FREE,
+	STREAM_SLOT_SEND, /* a message; buf (if any) freed on completion */
+	STREAM_SLOT_READ, /* an RDMA READ for rxq position arg */
+	STREAM_SLOT_INV,  /* invalidation of region arg; buf is its bytes */
+};
+
+/* struct xs_stream_region.state */
+enum {
+	STREAM_REGION_FREE,
+	STREAM_REGION_EXPOSED,	    /* bound and announced */
+	STREAM_REGION_RELEASED,	    /* RNDV_DONE received, INV not posted */
+	STREAM_REGION_INVALIDATING, /* INV posted */
+};
 
 /* Where a copy stands in an iovec array. */
 struct iov_cursor {
@@ -86,20 +106,21 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	memset(s, 0, sizeof(*s));
 	s->c = c;
 	s->tx_credits = c->peer.credits;
-	s->tx_max = c->local.credits + 16u; /* the QP's max_send_wr */
-	s->tx_slot = calloc(s->tx_max, sizeof(*s->tx_slot));
-	s->tx_len = calloc(s->tx_max, sizeof(*s->tx_len));
+	/* the QP's max_send_wr less the unsignaled binds */
+	s->tx_max = c->local.credits + 16u;
+	s->tx = calloc(s->tx_max, sizeof(*s->tx));
 	s->rxq = calloc(c->nr_rx, sizeof(*s->rxq));
-	if (!s->tx_slot || !s->tx_len || !s->rxq) {
-		free(s->tx_slot);
-		free(s->tx_len);
+	s->done_q = calloc(c->nr_rx, sizeof(*s->done_q));
+	if (!s->tx || !s->rxq || !s->done_q) {
+		free(s->tx);
 		free(s->rxq);
+		free(s->done_q);
 		xs_conn_destroy(c);
 		memset(s, 0, sizeof(*s));
 		return -ENOMEM;
 	}
-	for (i = 0; i < s->tx_max; i++)
-		s->tx_slot[i].sb = UINT32_MAX; /* free */
+	for (i = 0; i < c->nr_mw; i++)
+		s->rndv[i].rkey = c->mw[i]->rkey;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -114,7 +135,22 @@ static void stream_reset(struct xs_stream *s, const char *why)
 		return;
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	s->error = -ECONNRESET;
+	s->error_pending = true;
 	xs_info("stream", "connection reset: %s", why);
+}
+
+/*
+ * The reset as a call reports it, cf. sock_error(): the first call after
+ * it gets -ECONNRESET (and clears it, as SO_ERROR does); later reads see
+ * EOF and later writes -EPIPE, as on a TCP socket closed by an RST.
+ */
+static int stream_error(struct xs_stream *s, bool writing)
+{
+	if (s->error_pending) {
+		s->error_pending = false;
+		return s->error;
+	}
+	return writing ? -EPIPE : 0;
 }
 
 static int stream_repost(struct xs_stream *s, uint32_t idx)
@@ -128,15 +164,32 @@ static int stream_repost(struct xs_stream *s, uint32_t idx)
 	return rc;
 }
 
+/* The peer released region @id (RNDV_DONE): invalidate, then reuse. */
+static void stream_on_rndv_done(struct xs_stream *s, uint32_t id)
+{
+	uint32_t i = id % XS_RNDV_REGIONS;
+	struct xs_stream_region *r = &s->rndv[i];
+
+	xs_dbg("stream", "released region %u id %u", i, id);
+	if (r->state != STREAM_REGION_EXPOSED || r->id != id) {
+		stream_reset(s, "peer released a region it was not given");
+		return;
+	}
+	r->state = STREAM_REGION_RELEASED;
+	s->rndv_released++;
+}
+
 /* One receive completion: validate, then queue data or apply control. */
 static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 {
 	struct xs_conn *c = s->c;
+	struct xs_stream_rx *e;
 	struct xs_msg m;
 	uint32_t idx = (uint32_t)wc->wr_id;
 
-	if (idx >= c->nr_rx || xs_wire_msg_decode(c->rx[idx].addr, wc->byte_len,
-						  c->local.eager_size, 0, &m)) {
+	if (idx >= c->nr_rx ||
+	    xs_wire_msg_decode(c->rx[idx].addr, wc->byte_len,
+			       c->local.eager_size, c->local.max_rndv, &m)) {
 		stream_reset(s, "malformed message from the peer");
 		return;
 	}
@@ -148,6 +201,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 	s->tx_credits += m.credits;
 	switch (m.type) {
 	case XS_MSG_DATA:
+	case XS_MSG_RNDV:
 		if (s->peer_fin) {
 			stream_reset(s, "data after FIN");
 			return;
@@ -157,13 +211,33 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			return;
 		}
 		s->rx_data_held++;
-		s->rxq[(s->rxq_head + s->rxq_len) % c->nr_rx] =
-			(struct xs_stream_rx){ idx, XS_WIRE_MSG_LEN,
-					       XS_WIRE_MSG_LEN + m.len };
+		e = &s->rxq[(s->rxq_head + s->rxq_len) % c->nr_rx];
 		s->rxq_len++;
-		s->rxq_bytes += m.len;
-		s->bytes_received += m.len;
+		if (m.type == XS_MSG_DATA) {
+			*e = (struct xs_stream_rx){
+				.idx = idx,
+				.off = XS_WIRE_MSG_LEN,
+				.end = XS_WIRE_MSG_LEN + m.len,
+				.state = XS_RX_DATA,
+			};
+			s->bytes_received += m.len;
+			return;
+		}
+		/* The descriptor is copied out; its buffer is held (one
+		 * credit) until the region's bytes are read. */
+		*e = (struct xs_stream_rx){
+			.idx = idx,
+			.end = m.rndv_len,
+			.state = XS_RX_RNDV_WAIT,
+			.raddr = m.rndv_addr,
+			.rkey = m.rndv_rkey,
+			.rid = m.rndv_id,
+		};
+		s->rndv_rx_wait++;
 		return;
+	case XS_MSG_RNDV_DONE:
+		stream_on_rndv_done(s, m.rndv_id);
+		break;
 	case XS_MSG_FIN:
 		s->peer_fin = true;
 		break;
@@ -172,9 +246,6 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		break;
 	case XS_MSG_CREDIT:
 		break;
-	default: /* RNDV: never announced, so never legal */
-		stream_reset(s, "unexpected rendezvous message");
-		return;
 	}
 	/* A control buffer: straight back to the QP. */
 	if (xs_conn_repost_recv(c, idx))
@@ -183,28 +254,73 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 
 static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 {
-	uint64_t slot = wc->wr_id & ~STREAM_WR_SEND;
+	uint64_t i = wc->wr_id & ~STREAM_WR_SEND;
+	struct xs_stream_slot *slot;
+	struct xs_stream_region *r;
+	struct xs_stream_rx *e;
 
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-	if (wc->status != IBV_WC_SUCCESS)
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			xs_info("stream", "%s completion: %s (vendor error %u)",
+				(wc->wr_id & STREAM_WR_BIND)	? "bind"
+				: !(wc->wr_id & STREAM_WR_SEND) ? "receive"
+				: i < s->tx_max && s->tx[i].kind ==
+							   STREAM_SLOT_READ
+					? "read"
+				: i < s->tx_max &&
+						s->tx[i].kind == STREAM_SLOT_INV
+					? "invalidate"
+					: "send",
+				ibv_wc_status_str(wc->status), wc->vendor_err);
 		stream_reset(s, ibv_wc_status_str(wc->status));
+	}
+	if (wc->wr_id & STREAM_WR_BIND)
+		return; /* a failed bind; the reset above says it all */
 	if (!(wc->wr_id & STREAM_WR_SEND)) {
 		if (wc->status == IBV_WC_SUCCESS)
 			stream_on_recv(s, wc);
 		return;
 	}
-	if (slot >= s->tx_max || s->tx_slot[slot].sb == UINT32_MAX)
+	if (i >= s->tx_max || s->tx[i].kind == STREAM_SLOT_FREE)
 		return;
-	if (s->tx_slot[slot].addr)
-		xs_pool_free(&s->c->dev->pool, &s->tx_slot[slot]);
-	s->tx_slot[slot].sb = UINT32_MAX;
-	s->tx_slot[slot].addr = NULL;
-	s->tx_queued -= s->tx_len[slot];
+	slot = &s->tx[i];
+	switch (slot->kind) {
+	case STREAM_SLOT_SEND:
+		s->tx_queued -= slot->len;
+		break;
+	case STREAM_SLOT_READ:
+		e = &s->rxq[slot->arg];
+		if (wc->status == IBV_WC_SUCCESS &&
+		    e->state == XS_RX_RNDV_READING) {
+			e->state = XS_RX_RNDV_READY;
+			s->bytes_received += e->end;
+			s->rndv_read++;
+			xs_stats_inc(rndv_pulled);
+			/* its RNDV_DONE: queued, as no slot may be free */
+			s->done_q[(s->done_q_head + s->done_q_len) %
+				  s->c->nr_rx] = e->rid;
+			s->done_q_len++;
+		}
+		break;
+	case STREAM_SLOT_INV:
+		/* The window is invalid: the region may be filled again. */
+		r = &s->rndv[slot->arg];
+		xs_dbg("stream", "region %u invalid (%s)", slot->arg,
+		       ibv_wc_status_str(wc->status));
+		s->rndv_tx_bytes -= r->len;
+		r->state = STREAM_REGION_FREE;
+		break;
+	}
+	if (slot->buf.addr)
+		xs_pool_free(&s->c->dev->pool, &slot->buf);
+	*slot = (struct xs_stream_slot){ 0 };
 	s->tx_inflight--;
 }
 
 static void stream_send_fin(struct xs_stream *s);
 static void stream_return_credits(struct xs_stream *s);
+static void stream_rndv_progress(struct xs_stream *s);
 
 /*
  * Reap completions without waiting, then send a FIN that shutdown() left
@@ -222,6 +338,8 @@ static int stream_poll_cq(struct xs_stream *s)
 	}
 	for (i = 0; i < n; i++)
 		stream_on_wc(s, &wc[i]);
+	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
+		stream_rndv_progress(s);
 	if (s->wr_shut && !s->fin_sent)
 		stream_send_fin(s);
 	if (n)
@@ -295,6 +413,10 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 			return 0;
 		wait_ms = (int)((deadline - now + 999u) / 1000u);
 	}
+	/* A pool buffer freed by another connection wakes nobody here:
+	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
+	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
+		wait_ms = 1;
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
 	pthread_mutex_unlock(&s->lock);
@@ -351,9 +473,82 @@ static int stream_slot(struct xs_stream *s)
 	if (s->tx_inflight >= s->tx_max)
 		return -1;
 	for (i = 0; i < s->tx_max; i++)
-		if (s->tx_slot[i].sb == UINT32_MAX)
+		if (s->tx[i].kind == STREAM_SLOT_FREE)
 			return (int)i;
 	return -1;
+}
+
+/* Take slot @i for a WR just posted. */
+static void stream_slot_take(struct xs_stream *s, int i, uint8_t kind,
+			     uint32_t arg, uint32_t len,
+			     const struct xs_buf *buf)
+{
+	struct xs_stream_slot *slot = &s->tx[i];
+
+	slot->kind = kind;
+	slot->arg = arg;
+	slot->len = len;
+	slot->buf = buf ? *buf : (struct xs_buf){ 0 };
+	s->tx_inflight++;
+}
+
+/* A pool buffer of @len bytes, or -EAGAIN when the pool is exhausted. */
+static int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
+{
+	int rc = xs_pool_alloc(&s->c->dev->pool, len, b);
+
+	if (rc == -ENOBUFS) {
+		s->pool_starved = true;
+		return -EAGAIN; /* backpressure */
+	}
+	if (rc == 0)
+		s->pool_starved = false;
+	return rc;
+}
+
+/*
+ * Build message @m (header, descriptor, then @len payload bytes from
+ * @cur) where it will be posted from: @stack when it fits the QP's inline
+ * size, else a pool buffer (*@b). Return: bytes, or -EAGAIN.
+ */
+static int stream_build(struct xs_stream *s, struct xs_msg *m,
+			struct iov_cursor *cur, uint32_t len, uint8_t *stack,
+			struct xs_buf *b, void **dst)
+{
+	uint32_t hdr = m->type == XS_MSG_RNDV	     ? XS_WIRE_RNDV_LEN
+		       : m->type == XS_MSG_RNDV_DONE ? XS_WIRE_RNDV_DONE_LEN
+						     : 0;
+	uint32_t total = XS_WIRE_MSG_LEN + hdr + len;
+	int rc;
+
+	*b = (struct xs_buf){ 0 };
+	if (total <= s->c->max_inline && total <= STREAM_INLINE_STACK) {
+		*dst = stack;
+	} else {
+		rc = stream_alloc(s, total, b);
+		if (rc)
+			return rc;
+		*dst = b->addr;
+	}
+	m->credits = (uint16_t)s->rx_unreturned;
+	xs_wire_msg_encode(m, *dst);
+	if (len)
+		iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len, false);
+	return (int)total;
+}
+
+/* Bookkeeping after a message went out: its credit and the ones it
+ * returned. */
+static void stream_sent(struct xs_stream *s, enum xs_msg_type type,
+			const struct xs_buf *b)
+{
+	if (type == XS_MSG_DATA || type == XS_MSG_RNDV)
+		s->tx_credits--;
+	s->rx_unreturned = 0;
+	if (b->addr)
+		s->msgs_pool++;
+	else
+		s->msgs_inline++;
 }
 
 /*
@@ -361,34 +556,24 @@ static int stream_slot(struct xs_stream *s)
  * -EAGAIN when no credit, slot or pool buffer is free. DATA spends a
  * credit; control messages land in the peer's control buffers.
  */
-static int stream_post(struct xs_stream *s, enum xs_msg_type type,
+static int stream_post(struct xs_stream *s, struct xs_msg *m,
 		       struct iov_cursor *cur, uint32_t len)
 {
-	struct xs_msg m = { .type = type, .len = len };
 	uint8_t stack[STREAM_INLINE_STACK];
-	uint32_t total = XS_WIRE_MSG_LEN + len;
-	struct xs_buf b = { 0 };
-	int slot, rc;
+	struct xs_buf b;
+	int slot, total, rc;
 	void *dst;
 
-	if (type == XS_MSG_DATA && s->tx_credits == 0)
+	m->len = len;
+	if (m->type == XS_MSG_DATA && s->tx_credits == 0)
 		return -EAGAIN;
 	slot = stream_slot(s);
 	if (slot < 0)
 		return -EAGAIN;
-	if (total <= s->c->max_inline && total <= sizeof(stack)) {
-		dst = stack;
-	} else {
-		rc = xs_pool_alloc(&s->c->dev->pool, total, &b);
-		if (rc)
-			return rc == -ENOBUFS ? -EAGAIN : rc; /* backpressure */
-		dst = b.addr;
-	}
-	m.credits = (uint16_t)s->rx_unreturned;
-	xs_wire_msg_encode(&m, dst);
-	if (len)
-		iov_copy(cur, (uint8_t *)dst + XS_WIRE_MSG_LEN, len, false);
-	rc = xs_conn_post_send(s->c, dst, total, b.addr ? &b : NULL,
+	total = stream_build(s, m, cur, len, stack, &b, &dst);
+	if (total < 0)
+		return total;
+	rc = xs_conn_post_send(s->c, dst, (uint32_t)total, b.addr ? &b : NULL,
 			       STREAM_WR_SEND | (uint64_t)slot);
 	if (rc) {
 		if (b.addr)
@@ -396,19 +581,199 @@ static int stream_post(struct xs_stream *s, enum xs_msg_type type,
 		stream_reset(s, "ibv_post_send failed");
 		return -ECONNRESET;
 	}
-	s->tx_slot[slot] = b;
-	s->tx_slot[slot].sb = b.addr ? b.sb : 0; /* in use */
-	s->tx_len[slot] = len;
+	stream_slot_take(s, slot, STREAM_SLOT_SEND, 0, len, &b);
 	s->tx_queued += len;
-	s->tx_inflight++;
-	if (type == XS_MSG_DATA)
-		s->tx_credits--;
-	s->rx_unreturned = 0;
-	if (b.addr)
-		s->msgs_pool++;
-	else
-		s->msgs_inline++;
+	stream_sent(s, m->type, &b);
 	return 0;
+}
+
+static int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
+{
+	struct xs_msg m = { .type = type };
+
+	return stream_post(s, &m, NULL, 0);
+}
+
+/*
+ * The connection's staging area: XS_RNDV_REGIONS regions of @chunk bytes,
+ * registered for this connection alone (local write and window binds, no
+ * remote access of its own). The windows are bound over this MR, not the
+ * shared pool's: a device that checks a window's access against its MR's
+ * bounds but not its own (rxe does: check_rkey() calls mr_check_range()
+ * on the underlying MR) still exposes nothing but this connection's
+ * outgoing bytes. Set up at the first large send, so connections that
+ * never send one register nothing. Return: 0, or a negative errno (the
+ * stream then sends everything eagerly).
+ */
+static int stream_stage_init(struct xs_stream *s, uint32_t chunk)
+{
+	size_t size = (size_t)chunk * XS_RNDV_REGIONS;
+	void *base;
+	uint32_t i;
+
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		return -ENOMEM;
+	s->stage_mr = ibv_reg_mr(s->c->dev->pd, base, size,
+				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	if (!s->stage_mr) {
+		int rc = errno ? -errno : -ENOMEM;
+
+		munmap(base, size);
+		return rc;
+	}
+	s->stage = base;
+	s->stage_chunk = chunk;
+	for (i = 0; i < XS_RNDV_REGIONS; i++)
+		s->rndv[i].buf = (struct xs_buf){
+			.addr = (uint8_t *)base + (size_t)i * chunk,
+			.size = chunk,
+			.lkey = s->stage_mr->lkey,
+			.sb = UINT32_MAX, /* not the pool's */
+			.mr = s->stage_mr,
+		};
+	return 0;
+}
+
+static void stream_stage_fini(struct xs_stream *s, bool dereg)
+{
+	if (!s->stage)
+		return;
+	if (dereg)
+		ibv_dereg_mr(s->stage_mr);
+	munmap(s->stage, (size_t)s->stage_chunk * XS_RNDV_REGIONS);
+	s->stage = NULL;
+	s->stage_mr = NULL;
+}
+
+/*
+ * Rendezvous: stage @len bytes (at most stage_chunk) from @cur in a free
+ * region of the staging area, expose it read-only to this connection
+ * through the region's memory window and announce it (one credit).
+ * -EAGAIN when no credit, region or slot is free.
+ */
+static int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur,
+			    uint32_t len)
+{
+	uint8_t stack[STREAM_INLINE_STACK];
+	struct xs_stream_region *r = NULL;
+	struct xs_msg m = { .type = XS_MSG_RNDV };
+	struct xs_buf b;
+	uint32_t i, rkey;
+	int slot, total, rc;
+	void *dst;
+
+	if (s->tx_credits == 0)
+		return -EAGAIN;
+	for (i = 0; i < s->c->nr_mw && !r; i++)
+		if (s->rndv[i].state == STREAM_REGION_FREE)
+			r = &s->rndv[i];
+	slot = stream_slot(s);
+	if (!r || slot < 0)
+		return -EAGAIN;
+	i = (uint32_t)(r - s->rndv);
+	rkey = ibv_inc_rkey(r->rkey);
+	m.rndv_addr = (uintptr_t)r->buf.addr;
+	m.rndv_rkey = rkey;
+	m.rndv_len = len;
+	m.rndv_id = ++s->rndv_seq * XS_RNDV_REGIONS + i;
+	total = stream_build(s, &m, NULL, 0, stack, &b, &dst);
+	if (total < 0)
+		return total; /* @cur untouched: nothing was taken */
+	iov_copy(cur, r->buf.addr, len, false);
+	rc = xs_conn_post_rndv(s->c, i, rkey, &r->buf, len, dst,
+			       (uint32_t)total, b.addr ? &b : NULL,
+			       STREAM_WR_BIND | i,
+			       STREAM_WR_SEND | (uint64_t)slot);
+	if (rc) {
+		if (b.addr)
+			xs_pool_free(&s->c->dev->pool, &b);
+		stream_reset(s, "cannot post a rendezvous");
+		return -ECONNRESET;
+	}
+	xs_dbg("stream", "expose region %u id %u rkey %#x->%#x len %u", i,
+	       m.rndv_id, r->rkey, rkey, len);
+	r->state = STREAM_REGION_EXPOSED;
+	r->rkey = rkey;
+	r->id = m.rndv_id;
+	r->len = len;
+	stream_slot_take(s, slot, STREAM_SLOT_SEND, 0, 0, &b);
+	s->rndv_tx_bytes += len;
+	s->rndv_sent++;
+	xs_stats_inc(rndv_exposed);
+	stream_sent(s, XS_MSG_RNDV, &b);
+	return 0;
+}
+
+/*
+ * Rendezvous work that waits for a slot, a pool buffer or the READ budget:
+ * invalidate released regions, READ announced ones in stream order, and
+ * answer RNDV_DONE for those READ. Called with s->lock held, after
+ * completions; never blocks.
+ */
+static void stream_rndv_progress(struct xs_stream *s)
+{
+	struct xs_conn *c = s->c;
+	struct xs_stream_region *r;
+	struct xs_stream_rx *e;
+	uint32_t i, pos;
+	int slot;
+
+	if (s->error)
+		return;
+	for (i = 0; i < c->nr_mw && s->rndv_released; i++) {
+		r = &s->rndv[i];
+		if (r->state != STREAM_REGION_RELEASED)
+			continue;
+		slot = stream_slot(s);
+		if (slot < 0)
+			return;
+		xs_dbg("stream", "invalidate region %u rkey %#x", i, r->rkey);
+		if (xs_conn_post_inv(c, r->rkey,
+				     STREAM_WR_SEND | (uint64_t)slot)) {
+			stream_reset(s, "cannot invalidate a window");
+			return;
+		}
+		/* the slot frees the region's bytes once the window is
+		 * invalid */
+		stream_slot_take(s, slot, STREAM_SLOT_INV, i, 0, NULL);
+		r->state = STREAM_REGION_INVALIDATING;
+		s->rndv_released--;
+	}
+	while (s->done_q_len) {
+		struct xs_msg m = { .type = XS_MSG_RNDV_DONE,
+				    .rndv_id = s->done_q[s->done_q_head] };
+
+		if (stream_post(s, &m, NULL, 0))
+			return;
+		s->done_q_head = (s->done_q_head + 1) % c->nr_rx;
+		s->done_q_len--;
+	}
+	for (i = 0; i < s->rxq_len && s->rndv_rx_wait; i++) {
+		pos = (s->rxq_head + i) % c->nr_rx;
+		e = &s->rxq[pos];
+		if (e->state != XS_RX_RNDV_WAIT)
+			continue;
+		/* READ ahead of the reader within the budget (and always
+		 * the first region, whatever its size) */
+		if (s->rndv_rx_held &&
+		    s->rndv_rx_held + e->end > XS_RNDV_RX_HELD)
+			return;
+		slot = stream_slot(s);
+		if (slot < 0 || stream_alloc(s, e->end, &e->buf))
+			return;
+		if (xs_conn_post_read(c, &e->buf, e->end, e->raddr, e->rkey,
+				      STREAM_WR_SEND | (uint64_t)slot)) {
+			xs_pool_free(&c->dev->pool, &e->buf);
+			stream_reset(s, "cannot post an RDMA READ");
+			return;
+		}
+		stream_slot_take(s, slot, STREAM_SLOT_READ, pos, 0, NULL);
+		e->state = XS_RX_RNDV_READING;
+		s->rndv_rx_held += e->end;
+		s->rndv_rx_wait--;
+	}
 }
 
 /*
@@ -419,7 +784,7 @@ static void stream_return_credits(struct xs_stream *s)
 {
 	if (s->error || s->rx_unreturned < (s->c->local.credits + 1u) / 2u)
 		return;
-	if (stream_post(s, XS_MSG_CREDIT, NULL, 0) == 0)
+	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
 		s->credit_msgs++;
 }
 
@@ -430,7 +795,7 @@ static void stream_return_credits(struct xs_stream *s)
  */
 static void stream_send_fin(struct xs_stream *s)
 {
-	if (!s->error && stream_post(s, XS_MSG_FIN, NULL, 0) == 0)
+	if (!s->error && stream_post_ctrl(s, XS_MSG_FIN) == 0)
 		s->fin_sent = true;
 }
 
@@ -440,16 +805,34 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
 	size_t total = iov_total(iov, iovcnt), sent = 0;
-	uint32_t max, chunk;
+	const struct xs_config *cfg = xs_core_cfg();
+	struct xs_conn *c = s->c;
+	uint32_t max, rndv_max, chunk;
+	struct xs_msg m;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	max = s->c->peer.eager_size - XS_WIRE_MSG_LEN;
+	max = c->peer.eager_size - XS_WIRE_MSG_LEN;
+	/* Rendezvous when we can expose regions and the peer READs them */
+	rndv_max = c->nr_mw && (c->local.flags & XS_HELLO_F_RNDV)
+			   ? c->peer.max_rndv
+			   : 0;
+	chunk = cfg ? (uint32_t)cfg->rndv_chunk : 65536u;
+	if (rndv_max > chunk)
+		rndv_max = chunk;
+	if (rndv_max && !s->stage && !s->rndv_off &&
+	    total > c->local.eager_size && stream_stage_init(s, rndv_max)) {
+		xs_log_once(XS_LOG_INFO, "stream",
+			    "cannot register a rendezvous staging area: "
+			    "large sends go eagerly");
+		s->rndv_off = true;
+	}
+	rndv_max = s->stage ? s->stage_chunk : 0;
 	if (total == 0 && !s->error && (s->wr_shut || s->peer_gone))
 		rc = -EPIPE; /* tcp_sendmsg: even 0 bytes after shutdown */
 	while (sent < total) {
 		if (s->error) {
-			rc = s->error;
+			rc = stream_error(s, true);
 			break;
 		}
 		/* our SHUT_WR, or a peer whose QP is gone (the kernel
@@ -458,8 +841,18 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			rc = -EPIPE;
 			break;
 		}
-		chunk = total - sent < max ? (uint32_t)(total - sent) : max;
-		rc = stream_post(s, XS_MSG_DATA, &cur, chunk);
+		if (rndv_max && total - sent > c->local.eager_size) {
+			/* beyond XSOCK_EAGER_LIMIT: rendezvous */
+			chunk = total - sent < rndv_max
+					? (uint32_t)(total - sent)
+					: rndv_max;
+			rc = stream_post_rndv(s, &cur, chunk);
+		} else {
+			chunk = total - sent < max ? (uint32_t)(total - sent)
+						   : max;
+			m = (struct xs_msg){ .type = XS_MSG_DATA };
+			rc = stream_post(s, &m, &cur, chunk);
+		}
 		if (rc == 0) {
 			sent += chunk;
 			continue;
@@ -482,36 +875,83 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	return sent ? (ssize_t)sent : rc;
 }
 
-/* Copy up to @len queued bytes into @cur; consume them unless @peek. */
+static bool stream_rx_ready(const struct xs_stream_rx *e)
+{
+	return e->state == XS_RX_DATA || e->state == XS_RX_RNDV_READY;
+}
+
+/* Where entry @e's bytes are: the receive ring, or its READ buffer. */
+static uint8_t *stream_rx_bytes(struct xs_stream *s,
+				const struct xs_stream_rx *e)
+{
+	return e->state == XS_RX_DATA ? s->c->rx[e->idx].addr : e->buf.addr;
+}
+
+/* The head entry is consumed: give its buffers back. */
+static void stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
+{
+	if (e->state == XS_RX_RNDV_READY) {
+		xs_pool_free(&s->c->dev->pool, &e->buf);
+		s->rndv_rx_held -= e->end;
+	}
+	s->rx_data_held--;
+	stream_repost(s, e->idx);
+	s->rxq_head = (s->rxq_head + 1) % s->c->nr_rx;
+	s->rxq_len--;
+}
+
+/*
+ * Copy up to @len readable bytes into @cur, in stream order up to the
+ * first region not READ yet; consume them unless @peek.
+ */
 static size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur,
-			  size_t len, bool peek)
+			  size_t len, bool peek, bool discard)
 {
 	uint32_t nr = s->c->nr_rx, i = 0;
 	size_t copied = 0;
+	bool popped = false;
 
 	while (copied < len && i < s->rxq_len) {
 		struct xs_stream_rx *r = &s->rxq[(s->rxq_head + i) % nr];
 		size_t n = r->end - r->off;
 
+		if (!stream_rx_ready(r))
+			break;
 		if (n > len - copied)
 			n = len - copied;
-		iov_copy(cur, (uint8_t *)s->c->rx[r->idx].addr + r->off, n,
-			 true);
+		if (!discard) /* MSG_TRUNC: count, never copy */
+			iov_copy(cur, stream_rx_bytes(s, r) + r->off, n, true);
 		copied += n;
 		if (peek) {
 			i++;
 			continue;
 		}
 		r->off += (uint32_t)n;
-		s->rxq_bytes -= n;
 		if (r->off == r->end) {
-			s->rx_data_held--;
-			stream_repost(s, r->idx);
-			s->rxq_head = (s->rxq_head + 1) % nr;
-			s->rxq_len--;
+			stream_rx_pop(s, r);
+			popped = true;
 		}
 	}
+	if (popped && s->rndv_rx_wait)
+		stream_rndv_progress(s); /* READ the next regions */
 	return copied;
+}
+
+/* Bytes readable now, in stream order (FIONREAD). */
+static size_t stream_readable(struct xs_stream *s)
+{
+	uint32_t i;
+	size_t n = 0;
+
+	for (i = 0; i < s->rxq_len; i++) {
+		const struct xs_stream_rx *r =
+			&s->rxq[(s->rxq_head + i) % s->c->nr_rx];
+
+		if (!stream_rx_ready(r))
+			break;
+		n += r->end - r->off;
+	}
+	return n;
 }
 
 ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
@@ -529,7 +969,8 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	for (;;) {
 		if (peek)
 			cur = (struct iov_cursor){ iov, iovcnt, 0, 0 };
-		copied += stream_copy(s, &cur, total - copied, peek);
+		copied += stream_copy(s, &cur, total - copied, peek,
+				      flags & XS_RECV_DISCARD);
 		if (copied == total ||
 		    (copied && (peek || !(flags & XS_RECV_WAITALL))))
 			break;
@@ -537,8 +978,9 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			copied = 0;
 		if (s->rd_shut || (s->rxq_len == 0 && s->peer_fin))
 			break; /* EOF */
+		/* a reset loses what was never READ; what was, is read */
 		if (s->error) {
-			rc = s->error;
+			rc = stream_error(s, false);
 			break;
 		}
 		if (stream_poll_cq(s))
@@ -580,7 +1022,9 @@ static size_t stream_queued(struct xs_stream *s, bool out)
 
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
-	n = out ? s->tx_queued : s->rd_shut ? 0 : s->rxq_bytes;
+	n = out		 ? s->tx_queued + s->rndv_tx_bytes
+	    : s->rd_shut ? 0
+			 : stream_readable(s);
 	pthread_mutex_unlock(&s->lock);
 	return n;
 }
@@ -633,15 +1077,17 @@ unsigned int xs_stream_events(struct xs_stream *s)
 		stream_drain_channels(s);
 	stream_poll_cq(s);
 	stream_return_credits(s);
-	if (s->rxq_len || s->peer_fin || s->rd_shut)
+	if ((s->rxq_len && stream_rx_ready(&s->rxq[s->rxq_head])) ||
+	    s->peer_fin || s->rd_shut)
 		ev |= XS_EV_IN;
 	if (s->peer_fin || s->rd_shut)
 		ev |= XS_EV_RDHUP;
 	/* After SHUT_WR, writes fail at once: writable (tcp_poll). */
 	if (s->wr_shut || (s->tx_credits && stream_slot(s) >= 0))
 		ev |= XS_EV_OUT;
-	if (s->error)
-		ev |= XS_EV_ERR | XS_EV_HUP | XS_EV_IN | XS_EV_OUT;
+	if (s->error) /* tcp_poll() of a socket closed by an RST */
+		ev |= (s->error_pending ? XS_EV_ERR : 0) | XS_EV_HUP |
+		      XS_EV_IN | XS_EV_RDHUP | XS_EV_OUT;
 	if (s->peer_gone) /* sends fail at once */
 		ev |= XS_EV_OUT | XS_EV_HUP;
 	if (s->wr_shut && s->peer_fin)
@@ -652,12 +1098,25 @@ unsigned int xs_stream_events(struct xs_stream *s)
 
 static void stream_free(struct xs_stream *s)
 {
-	free(s->tx_slot);
-	free(s->tx_len);
+	free(s->tx);
 	free(s->rxq);
+	free(s->done_q);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	memset(s, 0, sizeof(*s));
+}
+
+int xs_stream_take_error(struct xs_stream *s)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->error_pending) {
+		s->error_pending = false;
+		rc = s->error;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 bool xs_stream_drained(struct xs_stream *s)
@@ -668,7 +1127,8 @@ bool xs_stream_drained(struct xs_stream *s)
 	if (!s->polling)
 		stream_drain_channels(s);
 	stream_poll_cq(s);
-	done = (s->fin_sent && !s->tx_inflight) || s->error || s->peer_gone;
+	done = (s->fin_sent && !s->tx_inflight && !s->rndv_tx_bytes) ||
+	       s->error || s->peer_gone;
 	pthread_mutex_unlock(&s->lock);
 	return done;
 }
@@ -676,21 +1136,38 @@ bool xs_stream_drained(struct xs_stream *s)
 void xs_stream_close(struct xs_stream *s, int timeout_ms)
 {
 	uint64_t deadline = stream_deadline(timeout_ms);
-	uint32_t i;
+	struct xs_dev *dev;
+	uint32_t i, nr_rx;
 
 	if (!s->c)
 		return;
+	dev = s->c->dev;
+	nr_rx = s->c->nr_rx;
 	xs_stream_shutdown(s, SHUT_WR);
 	pthread_mutex_lock(&s->lock);
-	/* Graceful: every byte sent before close reaches the peer. */
-	while ((s->tx_inflight || !s->fin_sent) && !s->error && !s->peer_gone)
+	/* Graceful: every byte sent before close reaches the peer, and
+	 * the peer has pulled every region. */
+	while ((s->tx_inflight || !s->fin_sent || s->rndv_tx_bytes) &&
+	       !s->error && !s->peer_gone)
 		if (stream_wait(s, deadline) == -EAGAIN)
 			break;
-	for (i = 0; i < s->tx_max; i++)
-		if (s->tx_slot[i].sb != UINT32_MAX && s->tx_slot[i].addr)
-			xs_pool_free(&s->c->dev->pool, &s->tx_slot[i]);
+	while (stream_poll_cq(s) > 0) /* what a reset left: errors logged */
+		;
 	pthread_mutex_unlock(&s->lock);
+	/* QP and windows first: no READ or send may touch a buffer once
+	 * the pool hands it to another connection. */
 	xs_conn_destroy(s->c);
+	for (i = 0; i < s->tx_max; i++)
+		if (s->tx[i].kind != STREAM_SLOT_FREE && s->tx[i].buf.addr)
+			xs_pool_free(&dev->pool, &s->tx[i].buf);
+	stream_stage_fini(s, true);
+	for (i = 0; i < s->rxq_len; i++) {
+		struct xs_stream_rx *r = &s->rxq[(s->rxq_head + i) % nr_rx];
+
+		if (r->state == XS_RX_RNDV_READING ||
+		    r->state == XS_RX_RNDV_READY)
+			xs_pool_free(&dev->pool, &r->buf);
+	}
 	stream_free(s);
 }
 
@@ -700,5 +1177,6 @@ void xs_stream_abandon(struct xs_stream *s)
 		return;
 	free(s->c->rx);
 	free(s->c);
+	stream_stage_fini(s, false); /* the parent's MR is not ours */
 	stream_free(s);
 }

@@ -8,8 +8,18 @@
  * in flight to the peer's posted buffers, so the receive ring never
  * overflows and RNR never happens; credit returns and FIN travel on
  * separate control buffers (XS_WIRE_CTRL_BUFS), so two full windows can
- * never deadlock. Rendezvous for
- * large messages is not used yet: everything travels eagerly.
+ * never deadlock.
+ *
+ * Rendezvous: what is left of a send() beyond XSOCK_EAGER_LIMIT bytes is
+ * staged in regions of up to XSOCK_RNDV_CHUNK bytes of the connection's
+ * own registered staging area, each exposed read-only to this connection
+ * alone by a type-2 memory window, and announced by a RNDV message (one
+ * credit). The receiver pulls the region
+ * with RDMA READ into a pool buffer of its own, answers RNDV_DONE, and the
+ * sender invalidates the window before the buffer returns to the pool, so
+ * a peer never reads memory that is no longer its connection's. The
+ * receiver keeps at most XS_RNDV_RX_HELD bytes READ ahead of the
+ * application.
  *
  * Waiting (leader/follower, cf. libevent's and Proactor's): one thread at a
  * time spins on the CQ, arms it and sleeps in poll(2) on the completion and
@@ -37,16 +47,46 @@
 
 #include "conn.h"
 
-/* One received DATA message waiting to be read. */
+/* Where a received message stands (struct xs_stream_rx.state). */
+enum xs_stream_rx_state {
+	XS_RX_DATA,	    /* eager bytes, readable in the receive ring */
+	XS_RX_RNDV_WAIT,    /* a region announced, READ not posted yet */
+	XS_RX_RNDV_READING, /* READ posted into buf */
+	XS_RX_RNDV_READY,   /* READ completed: readable in buf */
+};
+
+/* One received DATA or RNDV message waiting to be read, in stream order. */
 struct xs_stream_rx {
-	uint32_t idx; /* receive ring index */
-	uint32_t off; /* next byte to read, from the buffer's start */
-	uint32_t end; /* one past the payload's last byte */
+	uint32_t idx;	   /* receive ring index holding the message */
+	uint32_t off;	   /* next byte to read */
+	uint32_t end;	   /* one past the last byte */
+	uint8_t state;	   /* enum xs_stream_rx_state */
+	struct xs_buf buf; /* rendezvous: the pool buffer READ into */
+	uint64_t raddr;	   /* rendezvous: the peer's region */
+	uint32_t rkey, rid;
+};
+
+/* One signaled send-queue entry in flight (struct xs_stream.tx). */
+struct xs_stream_slot {
+	uint8_t kind;	   /* STREAM_SLOT_*, 0 when free (stream.c) */
+	uint32_t arg;	   /* READ: receive FIFO position; INV: region */
+	uint32_t len;	   /* SEND: payload bytes */
+	struct xs_buf buf; /* pool buffer released on completion, or none */
+};
+
+/* A send region exposed to the peer for RDMA READ (rendezvous). */
+struct xs_stream_region {
+	uint8_t state;	   /* STREAM_REGION_*, 0 when free (stream.c) */
+	uint32_t rkey;	   /* the window's current rkey */
+	uint32_t id;	   /* the id the peer echoes in RNDV_DONE */
+	uint32_t len;	   /* bytes exposed */
+	struct xs_buf buf; /* its slice of the staging area */
 };
 
 /* xs_stream_recv() flags */
 #define XS_RECV_PEEK	1 /* MSG_PEEK: copy without consuming */
 #define XS_RECV_WAITALL 2 /* MSG_WAITALL: wait for every byte asked */
+#define XS_RECV_DISCARD 4 /* MSG_TRUNC: drop the bytes, copy nothing */
 
 /* xs_stream_events() bits (the poll(2) ones, as the kernel's tcp_poll) */
 #define XS_EV_IN    0x001
@@ -55,35 +95,51 @@ struct xs_stream_rx {
 #define XS_EV_HUP   0x010
 #define XS_EV_RDHUP 0x2000
 
+/* Bytes a receiver READs ahead of the application, per connection. */
+#define XS_RNDV_RX_HELD (4u << 20)
+
 struct xs_stream {
 	struct xs_conn *c;
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* the polling thread's news, for the others */
 	bool polling;	     /* a thread spins or sleeps on the channels */
+	bool pool_starved;   /* a pool buffer was refused: retry soon */
 	/* send side */
-	uint32_t tx_credits;	/* peer buffers we may fill (cf. snd_wnd) */
-	uint32_t tx_inflight;	/* sends posted, not yet completed */
-	uint32_t tx_max;	/* send queue depth */
-	struct xs_buf *tx_slot; /* staging buffer per in-flight send, or 0 */
-	uint64_t tx_queued;	/* payload bytes of in-flight sends */
-	uint32_t *tx_len;	/* payload bytes per slot */
+	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
+	uint32_t tx_inflight;	   /* signaled WRs posted, not completed */
+	uint32_t tx_max;	   /* signaled WRs the send queue holds */
+	struct xs_stream_slot *tx; /* tx_max slots */
+	uint64_t tx_queued;	   /* payload bytes of in-flight sends */
+	struct xs_stream_region rndv[XS_RNDV_REGIONS];
+	uint8_t *stage;		 /* staging area of the regions, or NULL */
+	struct ibv_mr *stage_mr; /* its registration, this connection's */
+	uint32_t stage_chunk;	 /* bytes per region */
+	bool rndv_off;		 /* no staging area: everything eager */
+	uint32_t rndv_seq;	 /* for region ids */
+	uint64_t rndv_tx_bytes;	 /* bytes in exposed regions */
+	uint32_t rndv_released;	 /* regions released, not invalidated */
 	/* receive side */
-	struct xs_stream_rx *rxq; /* FIFO of received DATA, nr_rx entries */
+	struct xs_stream_rx *rxq; /* FIFO of received DATA and RNDV */
 	uint32_t rxq_head, rxq_len;
-	uint64_t rxq_bytes;	/* unread payload bytes in the FIFO */
+	uint32_t rndv_rx_wait; /* RNDV entries not READ yet */
+	uint32_t *done_q;      /* region ids READ, RNDV_DONE not posted: */
+	uint32_t done_q_head, done_q_len; /* a FIFO of nr_rx entries */
+	uint64_t rndv_rx_held;	/* bytes READ or being READ, not consumed */
 	uint32_t rx_unreturned; /* buffers re-posted, not yet announced */
-	uint32_t rx_data_held;	/* DATA buffers not yet read */
+	uint32_t rx_data_held;	/* DATA and RNDV buffers not yet read */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
-	bool wr_shut;	  /* shutdown(SHUT_WR) or close: FIN after the data */
-	bool fin_sent;	  /* the FIN is posted */
-	bool rd_shut;	  /* shutdown(SHUT_RD): reads see EOF */
-	int error;	  /* sticky negative errno (reset) */
-	atomic_ulong gen; /* bumped by every completion and state change:
+	bool wr_shut;	    /* shutdown(SHUT_WR) or close: FIN after the data */
+	bool fin_sent;	    /* the FIN is posted */
+	bool rd_shut;	    /* shutdown(SHUT_RD): reads see EOF */
+	int error;	    /* sticky negative errno (reset) */
+	bool error_pending; /* not reported to a call yet (sk_err) */
+	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
 	/* counters */
 	uint64_t bytes_sent, bytes_received;
 	uint64_t msgs_inline, msgs_pool, credit_msgs, credit_stalls;
+	uint64_t rndv_sent, rndv_read; /* regions exposed / pulled */
 };
 
 /**
@@ -105,7 +161,8 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c);
  * or inline), as TCP returns once they are in the socket buffer; with a
  * timeout it returns what fit.
  * Return: bytes queued (> 0), 0 for nothing to send, or -EAGAIN, -EINTR,
- *         -EPIPE after shutdown, -ECONNRESET.
+ *         -EPIPE after shutdown, -ECONNRESET once after a reset (then
+ *         -EPIPE).
  */
 ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		       int timeout_ms);
@@ -115,11 +172,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
  * @s:          stream
  * @iov:        room for the bytes
  * @iovcnt:     entries in @iov
- * @flags:      XS_RECV_PEEK, XS_RECV_WAITALL
+ * @flags:      XS_RECV_PEEK, XS_RECV_WAITALL, XS_RECV_DISCARD
  * @timeout_ms: 0 never waits, -1 forever, else at most that long
  * Return: bytes copied, 0 at EOF (peer's FIN after all data, or after
  *         shutdown(SHUT_RD)) or for zero room, or -EAGAIN, -EINTR,
- *         -ECONNRESET.
+ *         -ECONNRESET once after a reset (then 0).
  */
 ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		       int flags, int timeout_ms);
@@ -170,6 +227,14 @@ int xs_stream_arm(struct xs_stream *s);
  * Return: 2.
  */
 int xs_stream_wait_fds(struct xs_stream *s, int fds[2]);
+
+/**
+ * xs_stream_take_error() - getsockopt(SO_ERROR): the reset not yet
+ *                          reported by a call, which it clears
+ * @s: stream
+ * Return: -ECONNRESET once after a reset, else 0.
+ */
+int xs_stream_take_error(struct xs_stream *s);
 
 /**
  * xs_stream_drained() - whether a stream after SHUT_WR has nothing left

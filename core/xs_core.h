@@ -290,6 +290,14 @@ ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		     int flags);
 
 /**
+ * xs_sock_so_error() - getsockopt(SO_ERROR) of an RDMA socket: the reset
+ *                      no call has reported yet, which it clears
+ * @s: socket of kind XS_KIND_RDMA
+ * Return: ECONNRESET (positive, as SO_ERROR holds it) once, else 0.
+ */
+int xs_sock_so_error(struct xs_sock *s);
+
+/**
  * xs_sock_recv() - receive on an RDMA socket, as recvmsg(2) on TCP
  * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
  * @iov:    room for the bytes

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -221,8 +222,21 @@ XS_EXPORT int dup3(int fd, int newfd, int flags)
 
 XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	xs_enter();
-	return XS_CALL(getsockopt, fd, level, name, val, len);
+	struct xs_sock *s;
+	int rc, err;
+
+	/* Everything is the kernel fd's but an RDMA socket's SO_ERROR: the
+	 * kernel answers (and checks the pointers), then the stream's reset
+	 * replaces its 0. */
+	if (!xs_enter() || level != SOL_SOCKET || name != SO_ERROR ||
+	    !(s = xs_fdtab_get_rdma(fd)))
+		return XS_CALL(getsockopt, fd, level, name, val, len);
+	rc = XS_CALL(getsockopt, fd, level, name, val, len);
+	err = xs_sock_so_error(s);
+	if (rc == 0 && err && *len >= (socklen_t)sizeof(int))
+		memcpy(val, &err, sizeof(err));
+	XS_SAVE_ERRNO(xs_sock_put(s));
+	return rc;
 }
 
 XS_EXPORT int setsockopt(int fd, int level, int name, const void *val,

@@ -14,9 +14,23 @@
  *                                     length: a DATA header whose length
  *                                     lies; credits: returns 4000 credits;
  *                                     write/read: RDMA
- *                                     WRITE/READ with guessed rkeys); print
- *                                     how the attempt ended and whether the
- *                                     server dropped the connection
+ *                                     WRITE/READ with guessed rkeys;
+ *                                     rndv-bad: a region that is not
+ *                                     there; rndv-huge: a region above the
+ *                                     4 MiB a receiver takes; done-bogus:
+ *                                     releases a region never exposed);
+ *                                     print how the attempt ended and
+ *                                     whether the server dropped the
+ *                                     connection
+ *   conn_probe rogue-rx ADDR PORT KIND listen, accept one xsock client
+ *                                     (xsnet sizes with 65536 or more),
+ *                                     wait for its first rendezvous region
+ *                                     and abuse it (KIND: in: READ it, as
+ *                                     a peer should; out: READ 16 MiB past
+ *                                     it; before: READ 16 MiB before it;
+ *                                     write: RDMA WRITE into it; after:
+ *                                     READ it again after RNDV_DONE);
+ *                                     print how the attempt ended
  *
  * Prints one line per fact, "key=value" where tests compare values. Exit
  * status 0 when every expectation held.
@@ -318,15 +332,27 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 	struct xs_conn *c;
 	struct ibv_wc wc;
 	struct xs_msg m;
-	uint32_t i, n = 1; /* messages to send */
+	uint32_t i, n = 1, len; /* messages to send, bytes each */
 	int rc;
 
 	rc = xs_conn_connect(&c, (struct sockaddr *)&sin, &params);
 	if (rc)
 		die("connect", rc);
 	m = (struct xs_msg){ .type = XS_MSG_DATA, .len = 16 };
-	xs_wire_msg_encode(&m, msg);
-	if (strcmp(kind, "length") == 0) {
+	len = (uint32_t)xs_wire_msg_encode(&m, msg) + 16;
+	if (strcmp(kind, "rndv-bad") == 0 || strcmp(kind, "rndv-huge") == 0) {
+		m = (struct xs_msg){
+			.type = XS_MSG_RNDV,
+			.rndv_addr = 0x10000,
+			.rndv_rkey = 0x12345678,
+			.rndv_len = kind[5] == 'b' ? 8192 : (4u << 20) + 1,
+			.rndv_id = 1,
+		};
+		len = (uint32_t)xs_wire_msg_encode(&m, msg);
+	} else if (strcmp(kind, "done-bogus") == 0) {
+		m = (struct xs_msg){ .type = XS_MSG_RNDV_DONE, .rndv_id = 77 };
+		len = (uint32_t)xs_wire_msg_encode(&m, msg);
+	} else if (strcmp(kind, "length") == 0) {
 		msg[7] = 200; /* claims 200 bytes, 16 follow */
 	} else if (strcmp(kind, "credits") == 0) {
 		m = (struct xs_msg){ .type = XS_MSG_CREDIT, .credits = 4000 };
@@ -358,7 +384,7 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 		die("unknown rogue kind", EINVAL);
 	}
 	for (i = 0; i < n; i++) {
-		rc = xs_conn_post_send(c, msg, XS_WIRE_MSG_LEN + 16, NULL, 7);
+		rc = xs_conn_post_send(c, msg, len, NULL, 7);
 		if (rc)
 			die("post", rc);
 		rc = wait_wc(c, &wc, 10000);
@@ -369,6 +395,113 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 	printf("server dropped the connection: %s\n",
 	       dropped_within(c, 10000) ? "yes" : "no");
 	xs_conn_destroy(c);
+	return 0;
+}
+
+/* xsnet's pattern (tests/tools/xsnet.c fill()) */
+static unsigned char pattern(size_t i, unsigned int seed)
+{
+	return (unsigned char)((i * 131u + seed) ^ (i >> 9));
+}
+
+/* One RDMA READ or WRITE of @len bytes at @raddr/@rkey; its status. */
+static const char *rogue_rdma(struct xs_conn *c, enum ibv_wr_opcode op,
+			      struct xs_buf *b, uint32_t len, uint64_t raddr,
+			      uint32_t rkey)
+{
+	struct ibv_sge sge = { (uintptr_t)b->addr, len, b->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 9,
+		.sg_list = &sge,
+		.num_sge = 1,
+		.opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad;
+	struct ibv_wc wc;
+	int rc;
+
+	if (ibv_post_send(c->id->qp, &wr, &bad))
+		die("post", errno);
+	do {
+		rc = wait_wc(c, &wc, 10000);
+		if (rc == -ETIMEDOUT)
+			return "no completion";
+	} while (wc.status == IBV_WC_SUCCESS && wc.wr_id != 9);
+	return ibv_wc_status_str(wc.status);
+}
+
+static int do_rogue_rx(const char *ip, const char *port, const char *kind)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	struct xs_listener *l;
+	struct xs_conn *c;
+	struct xs_msg m;
+	struct xs_buf b;
+	const char *st;
+	uint32_t i, bad = 0;
+	uint8_t done[16];
+	int rc;
+
+	rc = xs_listener_create(&l, (struct sockaddr *)&sin, 4, &params);
+	if (rc)
+		die("listen", rc);
+	rc = xs_listener_accept(l, &c, 60000);
+	if (rc)
+		die("accept", rc);
+	do {
+		rc = recv_msg(c, &m);
+		if (rc < 0)
+			die("receive", rc);
+	} while (m.type != XS_MSG_RNDV);
+	printf("rndv len=%u\n", m.rndv_len);
+	rc = xs_pool_alloc(&c->dev->pool, m.rndv_len, &b);
+	if (rc)
+		die("pool", rc);
+	if (strcmp(kind, "in") == 0) {
+		st = rogue_rdma(c, IBV_WR_RDMA_READ, &b, m.rndv_len,
+				m.rndv_addr, m.rndv_rkey);
+		for (i = 0; i < m.rndv_len; i++)
+			bad += ((uint8_t *)b.addr)[i] != pattern(i, 0);
+		printf("rogue-rx in: %s, %u of %u bytes differ from what "
+		       "was sent\n",
+		       st, bad, m.rndv_len);
+	} else if (strcmp(kind, "out") == 0 || strcmp(kind, "before") == 0) {
+		st = rogue_rdma(c, IBV_WR_RDMA_READ, &b, 64,
+				kind[0] == 'o' ? m.rndv_addr + (16u << 20)
+					       : m.rndv_addr - (16u << 20),
+				m.rndv_rkey);
+		printf("rogue-rx %s: %s\n", kind, st);
+	} else if (strcmp(kind, "write") == 0) {
+		memset(b.addr, 0xee, 64);
+		st = rogue_rdma(c, IBV_WR_RDMA_WRITE, &b, 64, m.rndv_addr,
+				m.rndv_rkey);
+		printf("rogue-rx write: %s\n", st);
+	} else if (strcmp(kind, "after") == 0) {
+		/* as a peer does once it has the bytes: release the region,
+		 * give the sender time to invalidate, then try again */
+		st = rogue_rdma(c, IBV_WR_RDMA_READ, &b, m.rndv_len,
+				m.rndv_addr, m.rndv_rkey);
+		printf("rogue-rx read before release: %s\n", st);
+		m = (struct xs_msg){ .type = XS_MSG_RNDV_DONE,
+				     .rndv_id = m.rndv_id,
+				     .rndv_addr = m.rndv_addr,
+				     .rndv_rkey = m.rndv_rkey,
+				     .rndv_len = m.rndv_len };
+		xs_wire_msg_encode(&m, done);
+		rc = xs_conn_post_send(c, done, sizeof(done), NULL, 8);
+		if (rc)
+			die("post", rc);
+		usleep(500000);
+		st = rogue_rdma(c, IBV_WR_RDMA_READ, &b, m.rndv_len,
+				m.rndv_addr, m.rndv_rkey);
+		printf("rogue-rx after: %s\n", st);
+	} else {
+		die("unknown rogue-rx kind", EINVAL);
+	}
+	xs_pool_free(&c->dev->pool, &b);
+	xs_conn_destroy(c);
+	xs_listener_destroy(l);
 	return 0;
 }
 
@@ -389,6 +522,8 @@ int main(int argc, char **argv)
 		return do_refused(argv[2], argv[3]);
 	if (argc >= 5 && strcmp(argv[1], "rogue") == 0)
 		return do_rogue(argv[2], argv[3], argv[4]);
+	if (argc >= 5 && strcmp(argv[1], "rogue-rx") == 0)
+		return do_rogue_rx(argv[2], argv[3], argv[4]);
 	if (argc >= 5 && strcmp(argv[1], "hostile") == 0)
 		return do_hostile(argv[2], argv[3], argv[4]);
 	fprintf(stderr, "usage: see the top of tests/rdma/conn_probe.c\n");

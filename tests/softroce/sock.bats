@@ -47,7 +47,7 @@ plain_server()
 	((status == 0))
 	[[ "$output" != *FAILED* ]]
 	[[ "$output" == "$kernel" ]]
-	(($(echo "$output" | wc -l) == 30))
+	(($(echo "$output" | wc -l) == 34))
 	# the checked connection went over RDMA
 	cat "$XS_RUN_DIR/cli.stats"
 	[[ $(stat cli connects) == 1 && $(stat cli rdma) == 1 && $(stat cli tcp) == 0 ]]
@@ -67,7 +67,19 @@ plain_server()
 	cat "$XS_RUN_DIR/cli.stats"
 	[[ $(stat cli connects) == 1 && $(stat cli tcp) == 0 ]]
 	[[ $(stat cli sent) == "$total" && $(stat cli received) == "$total" ]]
-	note "echo ${#sizes[@]} sizes, $total bytes each way over RDMA"
+	# beyond XSOCK_EAGER_LIMIT (4096) every write goes as rendezvous
+	# regions of XSOCK_RNDV_CHUNK (65536) until 4096 bytes or fewer remain
+	local regions=0 left
+	for s in "${sizes[@]}"; do
+		for ((left = s; left > 4096; left -= left < 65536 ? left : 65536)); do
+			regions=$((regions + 1))
+		done
+	done
+	[[ $(stat cli exposed) == "$regions" ]]
+	# the echo server writes what each read returned: some of it large
+	(($(stat cli pulled) > 0))
+	note "echo ${#sizes[@]} sizes, $total bytes each way over RDMA;" \
+		"$regions regions exposed, $(stat cli pulled) pulled"
 }
 
 @test "sock: a stream checked by SHA-256 at both ends (1 GiB in one guest)" {
@@ -181,7 +193,7 @@ plain_server()
 	timeout 200 env $(xsenv good) XSOCK_LOG="debug:$XS_RUN_DIR/good.log" \
 		"$XSNET" sizes "$XS_ADDR_A" "$port" "${sizes[@]}" >"$XS_RUN_DIR/good.out" 2>&1 &
 	local good=$! kind
-	for kind in length credits; do
+	for kind in length credits rndv-bad rndv-huge done-bogus; do
 		run --separate-stderr timeout 60 build/rdma/conn_probe rogue "$XS_ADDR_A" "$port" "$kind"
 		echo "$output"
 		[[ "$output" == *"rogue $kind: sent 1"* ]]
@@ -213,4 +225,31 @@ plain_server()
 	# and the server still serves new connections over RDMA
 	run --separate-stderr timeout 60 env $(xsenv after) "$XSNET" sizes "$XS_ADDR_A" "$port" 4097
 	[[ "$output" == "size 4097 echo ok" && $(stat after connects) == 1 ]]
+}
+
+@test "sock: a rendezvous region is the peer's to READ once; nothing around it, never written" {
+	# The rogue listens in place of a server; the victim is an xsock
+	# client whose 65536-byte write goes out as one rendezvous region.
+	local kind name
+	for kind in in out before write after; do
+		name="rx$kind$BATS_TEST_NUMBER"
+		remote_bg "$name" build/rdma/conn_probe rogue-rx "$XS_ADDR_A" "$port" "$kind"
+		server_ready "$name" rdma
+		run --separate-stderr timeout 60 env $(xsenv victim) "$XSNET" sizes "$XS_ADDR_A" "$port" 65536
+		"$XS_REMOTE" --wait "$name" --timeout 30
+		cat "$XS_RUN_DIR/remote/$name.log"
+		grep -qx 'rndv len=65536' "$XS_RUN_DIR/remote/$name.log"
+		[[ $(stat victim connects) == 1 && $(stat victim exposed) == 1 ]]
+		# the victim's connection is reset, never hung or crashed
+		((status == 1)) && [[ "$stderr" == *"Connection reset by peer"* ]]
+		case $kind in
+		in) grep -qx 'rogue-rx in: success, 0 of 65536 bytes differ from what was sent' \
+			"$XS_RUN_DIR/remote/$name.log" ;;
+		after)
+			grep -qx 'rogue-rx read before release: success' "$XS_RUN_DIR/remote/$name.log"
+			grep -qx 'rogue-rx after: remote access error' "$XS_RUN_DIR/remote/$name.log"
+			;;
+		*) grep -qx "rogue-rx $kind: remote access error" "$XS_RUN_DIR/remote/$name.log" ;;
+		esac
+	done
 }

@@ -94,7 +94,7 @@ xsenv()
 stat()
 {
 	case "$2" in
-	connects | accepts) grep -o "$2 [0-9]*" "$XS_RUN_DIR/$1.stats" | awk '{print $2}' ;;
+	connects | accepts | exposed | pulled) grep -o "$2 [0-9]*" "$XS_RUN_DIR/$1.stats" | awk '{print $2}' ;;
 	sent | received) grep -o "$2 [0-9]*" "$XS_RUN_DIR/$1.stats" | tail -1 | awk '{print $2}' ;;
 	*) awk -v k="$2" '$1 == "fallback" && $2 == k { print $3 } $1 == k && NF == 2 { print $2 }' \
 		"$XS_RUN_DIR/$1.stats" ;;

@@ -403,6 +403,16 @@ static int do_semantics(const char *ip, const char *port)
 	CHECK("readv iovcnt -1: EINVAL",
 	      readv(fd, iov, *(volatile int *)&v) < 0 && errno == EINVAL);
 	CHECK("read of 0 bytes: 0", read(fd, buf, 0) == 0);
+
+	/* MSG_TRUNC on a stream: counted and dropped, nothing copied */
+	CHECK("send 6 bytes", send(fd, "uvwxyz", 6, 0) == 6);
+	wait_readable(fd, 6);
+	CHECK("MSG_PEEK|MSG_TRUNC into NULL counts 2",
+	      recv(fd, NULL, 2, MSG_PEEK | MSG_TRUNC) == 2);
+	CHECK("MSG_TRUNC into NULL drops 2",
+	      recv(fd, NULL, 2, MSG_TRUNC) == 2);
+	CHECK("the rest follows the dropped bytes",
+	      recv(fd, buf, 4, 0) == 4 && !memcmp(buf, "wxyz", 4));
 	CHECK("send of 0 bytes: 0", send(fd, buf, 0, 0) == 0);
 
 	/* sendmsg/recvmsg, recvfrom's address length */
