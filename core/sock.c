@@ -7,10 +7,12 @@
  * table (preload/fdtab.c) nor the RDMA data path.
  * Context: any thread; s->lock is taken after fdtab.lock, never before.
  */
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <stdlib.h>
@@ -243,6 +245,10 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	s->live_next = s->live_prev = NULL;
 	s->local_len = s->peer_len = 0;
 	s->rdma_pid = 0;
+	atomic_store_explicit(&s->connecting, false, memory_order_relaxed);
+	atomic_store_explicit(&s->connect_unseen, false, memory_order_relaxed);
+	s->connect_evfd = -1;
+	s->connect_err = 0;
 	atomic_store_explicit(&s->nonblock, (type & SOCK_NONBLOCK) != 0,
 			      memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
@@ -381,6 +387,10 @@ static void sock_teardown(struct xs_sock *s)
 {
 	bool mine;
 
+	if (s->connect_evfd >= 0) {
+		xs_real.close(s->connect_evfd);
+		s->connect_evfd = -1;
+	}
 	if (!s->stream && !s->listener)
 		return;
 	mine = xs_sock_mine(s);
@@ -725,6 +735,150 @@ static int sock_connect_reason(int rc)
 	}
 }
 
+/* A non-blocking connect handed to a worker thread. */
+struct sock_connecting {
+	struct xs_sock *s; /* a reference */
+	int fd;		   /* our dup of the application's fd */
+	struct sockaddr_storage addr, rdma_addr; /* as given; unmapped */
+	socklen_t len;
+	struct xs_conn_params p;
+};
+
+/*
+ * The worker: the RDMA handshake, then the outcome published - kind RDMA,
+ * or kind TCP with the kernel's own non-blocking connect started on the
+ * same socket (its progress and SO_ERROR are then the kernel's) - and the
+ * eventfd written so that emulated waits look again.
+ */
+static void *sock_connect_main(void *arg)
+{
+	struct sock_connecting *a = arg;
+	struct xs_sock *s = a->s;
+	struct sockaddr *dst = (struct sockaddr *)&a->rdma_addr;
+	struct xs_conn *c;
+	uint64_t t0 = xs_now_us();
+	int reason, rc;
+
+	xs_tls_depth++;
+	rc = xs_conn_connect(&c, dst, &a->p);
+	if (rc == 0)
+		rc = sock_attach(s, c);
+	if (rc == 0) {
+		atomic_store(&s->connect_unseen, true);
+		xs_stats_inc(rdma_connects);
+		xs_dbg("sock", "connected over rdma in %llu us (non-blocking)",
+		       (unsigned long long)(xs_now_us() - t0));
+	} else {
+		reason = sock_connect_reason(rc);
+		if (reason != XS_FB_RESOURCE)
+			sock_neg_add(dst, reason);
+		xs_info("sock", "rdma connect failed (%s), tcp", strerror(-rc));
+		pthread_mutex_lock(&s->lock);
+		if (xs_sock_kind(s) == XS_KIND_PENDING)
+			sock_set_kind(s, XS_KIND_TCP, reason);
+		/* Unless the application closed every fd of it meanwhile: then
+		 * our reference is the last and nobody wants the connection. */
+		if (atomic_load(&s->refcnt) > 1 &&
+		    xs_real.connect(a->fd, (struct sockaddr *)&a->addr,
+				    a->len) < 0 &&
+		    errno != EINPROGRESS)
+			s->connect_err = errno;
+		pthread_mutex_unlock(&s->lock);
+	}
+	xs_real.close(a->fd);
+	atomic_store_explicit(&s->connecting, false, memory_order_release);
+	(void)!eventfd_write(s->connect_evfd, 1);
+	xs_tls_depth--;
+	xs_sock_put(s);
+	free(a);
+	return NULL;
+}
+
+/*
+ * Start a non-blocking connect: the RDMA handshake goes to a worker
+ * thread (signals blocked, so none meant for the application lands
+ * there). Return: 0 (the caller answers EINPROGRESS), or a negative errno
+ * when no thread could start (the caller connects synchronously).
+ */
+static int sock_connect_async(struct xs_sock *s, int fd,
+			      const struct sockaddr *addr, socklen_t len,
+			      const struct sockaddr_storage *rdma_addr)
+{
+	struct sock_connecting *a = calloc(1, sizeof(*a));
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	a->fd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (s->connect_evfd < 0)
+		s->connect_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (a->fd < 0 || s->connect_evfd < 0) {
+		rc = -errno;
+		if (a->fd >= 0)
+			xs_real.close(a->fd);
+		free(a);
+		return rc;
+	}
+	memcpy(&a->addr, addr, len);
+	a->len = len;
+	a->rdma_addr = *rdma_addr;
+	sock_conn_params(&a->p);
+	a->s = s;
+	xs_sock_get(s);
+	atomic_store_explicit(&s->connecting, true, memory_order_release);
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&t, &attr, sock_connect_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		atomic_store_explicit(&s->connecting, false,
+				      memory_order_release);
+		xs_real.close(a->fd);
+		free(a);
+		xs_sock_put(s);
+	}
+	return rc;
+}
+
+bool xs_sock_connecting(struct xs_sock *s)
+{
+	return atomic_load_explicit(&s->connecting, memory_order_acquire);
+}
+
+int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = s->connect_evfd, .events = POLLIN };
+	int n;
+
+	while (xs_sock_connecting(s)) {
+		if (timeout_ms == 0)
+			return -EAGAIN;
+		n = xs_real.poll(&pfd, 1, timeout_ms);
+		if (n < 0 && errno == EINTR)
+			return -EINTR;
+		if (n == 0)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+int xs_sock_take_connect_err(struct xs_sock *s)
+{
+	int err;
+
+	pthread_mutex_lock(&s->lock);
+	err = s->connect_err;
+	s->connect_err = 0;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		    socklen_t len)
 {
@@ -734,8 +888,11 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 	uint64_t t0;
 	int reason, rc;
 
+	if (xs_sock_connecting(s))
+		return -EALREADY; /* as the kernel while SYN_SENT */
 	if (xs_sock_kind(s) == XS_KIND_RDMA)
-		return -EISCONN;
+		return atomic_exchange(&s->connect_unseen, false) ? 0
+								  : -EISCONN;
 	if (xs_sock_kind(s) == XS_KIND_PENDING &&
 	    sock_copy_addr(addr, len, &copy) &&
 	    sock_is_inet((struct sockaddr *)&copy, len)) {
@@ -744,6 +901,10 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		sock_unmap_v4(&copy);
 		if (reason == XS_FB_NONE)
 			reason = sock_neg_lookup((struct sockaddr *)&copy);
+		if (reason == XS_FB_NONE &&
+		    atomic_load_explicit(&s->nonblock, memory_order_relaxed) &&
+		    sock_connect_async(s, fd, addr, len, &copy) == 0)
+			return -EINPROGRESS;
 		if (reason == XS_FB_NONE) {
 			sock_conn_params(&p);
 			t0 = xs_now_us();

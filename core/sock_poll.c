@@ -19,6 +19,10 @@ bool xs_sock_polled(struct xs_sock *s)
 {
 	enum xs_fd_kind kind = xs_sock_kind(s);
 
+	/* A non-blocking connect still deciding: not writable yet, which
+	 * its unconnected kernel fd would claim to be. */
+	if (kind == XS_KIND_PENDING && xs_sock_connecting(s))
+		return true;
 	if (kind == XS_KIND_RDMA)
 		return xs_sock_mine(s);
 	return kind == XS_KIND_LISTEN && s->listener && xs_sock_mine(s);
@@ -29,6 +33,9 @@ unsigned int xs_sock_poll_events(struct xs_sock *s)
 	unsigned int ev, out = 0;
 	int ready;
 
+	if (xs_sock_kind(s) == XS_KIND_PENDING ||
+	    xs_sock_kind(s) == XS_KIND_TCP)
+		return 0; /* connecting; or decided for TCP: the kernel's */
 	xs_tls_depth++;
 	if (xs_sock_kind(s) == XS_KIND_RDMA) {
 		ev = xs_stream_events(s->stream);
@@ -49,6 +56,11 @@ unsigned int xs_sock_poll_events(struct xs_sock *s)
 
 int xs_sock_poll_fds(struct xs_sock *s, int fds[2])
 {
+	if (xs_sock_kind(s) == XS_KIND_PENDING ||
+	    xs_sock_kind(s) == XS_KIND_TCP) {
+		fds[0] = s->connect_evfd; /* readable once decided */
+		return fds[0] >= 0;
+	}
 	if (xs_sock_kind(s) == XS_KIND_RDMA)
 		return xs_stream_wait_fds(s->stream, fds);
 	fds[0] = xs_listener_fd(s->listener);

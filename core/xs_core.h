@@ -112,6 +112,17 @@ struct xs_sock {
 	 * accepts are serialised by lock */
 	struct xs_listener *listener;
 	pid_t rdma_pid; /* process that made stream/listener (fork check) */
+	/* A non-blocking connect whose RDMA handshake runs on a worker
+	 * thread: connecting until the outcome (kind RDMA, or kind TCP with
+	 * the kernel's connect started); connect_evfd (an eventfd, kept
+	 * until teardown) becomes readable then, for emulated waits. */
+	atomic_bool connecting;
+	atomic_bool connect_unseen; /* decided for RDMA, connect() not yet
+				     * called again: it answers 0 once, as
+				     * the kernel's SS_CONNECTING does */
+	int connect_evfd;
+	int connect_err; /* a fallback connect()'s immediate error (errno),
+			  * reported once by SO_ERROR; protected by lock */
 	struct xs_sock *live_next, *live_prev; /* this process's RDMA sockets */
 	struct xs_sock
 		*next_free; /* free list link; protected by sock pool lock */
@@ -288,6 +299,31 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
  */
 ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		     int flags);
+
+/**
+ * xs_sock_connecting() - whether a non-blocking connect's RDMA handshake
+ *                        is still running on its worker thread
+ * @s: socket
+ */
+bool xs_sock_connecting(struct xs_sock *s);
+
+/**
+ * xs_sock_connect_wait() - wait until a non-blocking connect's outcome
+ *                          is known (kind RDMA or TCP)
+ * @s:          socket
+ * @timeout_ms: 0 never waits, -1 forever, else at most that long
+ * Return: 0 when it is known (or there was none), -EAGAIN, -EINTR.
+ */
+int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms);
+
+/**
+ * xs_sock_take_connect_err() - the errno with which the kernel's connect
+ *                              refused a fallback at once (ENETUNREACH,
+ *                              ...), for SO_ERROR; cleared by the call
+ * @s: socket
+ * Return: the errno, or 0.
+ */
+int xs_sock_take_connect_err(struct xs_sock *s);
 
 /**
  * xs_sock_so_error() - getsockopt(SO_ERROR) of an RDMA socket: the reset

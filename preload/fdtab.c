@@ -116,6 +116,24 @@ struct xs_sock *xs_fdtab_get_rdma(int fd)
 	return s;
 }
 
+struct xs_sock *xs_fdtab_get_data(int fd)
+{
+	fdtab_slot *slot = fdtab_slot_of(fd);
+	struct xs_sock *s;
+
+	if (!slot)
+		return NULL;
+	s = atomic_load_explicit(slot, memory_order_acquire);
+	if (!s || (xs_sock_kind(s) != XS_KIND_RDMA && !xs_sock_connecting(s)))
+		return NULL;
+	s = xs_fdtab_get(fd);
+	if (s && xs_sock_kind(s) != XS_KIND_RDMA && !xs_sock_connecting(s)) {
+		xs_sock_put(s);
+		return NULL;
+	}
+	return s;
+}
+
 /* @fd's slot, allocating its chunk if needed; NULL when out of memory. */
 static fdtab_slot *fdtab_slot_alloc(int fd)
 {

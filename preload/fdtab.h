@@ -57,6 +57,15 @@ struct xs_sock *xs_fdtab_get(int fd);
 struct xs_sock *xs_fdtab_get_rdma(int fd);
 
 /**
+ * xs_fdtab_get_data() - as xs_fdtab_get_rdma(), and also the socket of a
+ *                       non-blocking connect still deciding its transport
+ *                       (the data calls wait for it or answer EAGAIN)
+ * @fd: any fd number
+ * Return: the socket with a reference (caller puts it), or NULL.
+ */
+struct xs_sock *xs_fdtab_get_data(int fd);
+
+/**
  * xs_fdtab_insert() - make @fd refer to @s
  * @fd: fd number just returned by the kernel
  * @s:  socket; the caller's reference moves into the table, also on failure

@@ -225,14 +225,16 @@ XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	struct xs_sock *s;
 	int rc, err;
 
-	/* Everything is the kernel fd's but an RDMA socket's SO_ERROR: the
-	 * kernel answers (and checks the pointers), then the stream's reset
-	 * replaces its 0. */
+	/* Everything is the kernel fd's but SO_ERROR of an RDMA socket or of
+	 * a non-blocking connect whose fallback the kernel refused at once:
+	 * the kernel answers (and checks the pointers), then the stream's
+	 * reset or that refusal replaces its 0. */
 	if (!xs_enter() || level != SOL_SOCKET || name != SO_ERROR ||
-	    !(s = xs_fdtab_get_rdma(fd)))
+	    !(s = xs_fdtab_get(fd)))
 		return XS_CALL(getsockopt, fd, level, name, val, len);
 	rc = XS_CALL(getsockopt, fd, level, name, val, len);
-	err = xs_sock_so_error(s);
+	err = xs_sock_kind(s) == XS_KIND_RDMA ? xs_sock_so_error(s)
+					      : xs_sock_take_connect_err(s);
 	if (rc == 0 && err && *len >= (socklen_t)sizeof(int))
 		memcpy(val, &err, sizeof(err));
 	XS_SAVE_ERRNO(xs_sock_put(s));

@@ -22,12 +22,37 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *alen);
 void __chk_fail(void) __attribute__((noreturn));
 
-/* Look up @fd for the RDMA data path; NULL: pass through to libc. */
+/* io_rdma()'s answer for a non-blocking connect still deciding */
+#define IO_AGAIN ((struct xs_sock *)1)
+
+static int io_again(void)
+{
+	errno = EAGAIN; /* as tcp_sendmsg/tcp_recvmsg in SYN_SENT */
+	return -1;
+}
+
+/*
+ * Look up @fd for the RDMA data path; NULL: pass through to libc. A
+ * socket whose non-blocking connect is still deciding is waited for when
+ * blocking (then served by whichever transport it got), else IO_AGAIN.
+ */
 static inline struct xs_sock *io_rdma(int fd)
 {
+	struct xs_sock *s;
+
 	if (!xs_enter())
 		return NULL;
-	return xs_fdtab_get_rdma(fd);
+	s = xs_fdtab_get_data(fd);
+	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
+		int rc = xs_sock_connect_wait(
+			s, atomic_load(&s->nonblock) ? 0 : -1);
+
+		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
+			return s;
+		xs_sock_put(s);
+		return rc ? IO_AGAIN : NULL;
+	}
+	return s;
 }
 
 /* iovec arrays as the kernel's import_iovec() checks them. */
@@ -76,6 +101,8 @@ XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(read, fd, buf, len);
 	return io_recv(s, &v, 1, 0);
@@ -86,6 +113,8 @@ XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(write, fd, buf, len);
 	return io_send(s, &v, 1, 0);
@@ -96,6 +125,8 @@ XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(readv, fd, iov, iovcnt);
 	if (iovcnt < 0)
@@ -111,6 +142,8 @@ XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(writev, fd, iov, iovcnt);
 	if (iovcnt < 0)
@@ -126,6 +159,8 @@ XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(recv, fd, buf, len, flags);
 	return io_recv(s, &v, 1, flags);
@@ -138,6 +173,8 @@ XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	struct iovec v = { buf, len };
 	ssize_t rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(recvfrom, fd, buf, len, flags, addr, alen);
 	rc = io_recv(s, &v, 1, flags);
@@ -152,6 +189,8 @@ XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	ssize_t rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(recvmsg, fd, msg, flags);
 	if (!msg)
@@ -175,6 +214,8 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
 	xs_sock_put(s);
@@ -200,6 +241,8 @@ XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(send, fd, buf, len, flags);
 	return io_send(s, &v, 1, flags);
@@ -211,6 +254,8 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(sendto, fd, buf, len, flags, addr, alen);
 	/* A connected TCP socket ignores the address (tcp_sendmsg). */
@@ -222,6 +267,8 @@ XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(sendmsg, fd, msg, flags);
 	if (!msg)
@@ -239,6 +286,8 @@ XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t rc;
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(sendmmsg, fd, vec, vlen, flags);
 	xs_sock_put(s);
@@ -264,6 +313,8 @@ XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct xs_sock *s = io_rdma(out_fd);
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(sendfile, out_fd, in_fd, offset, count);
 	return io_sendfile(s, in_fd, offset, count);
@@ -291,6 +342,8 @@ XS_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(__read_chk, fd, buf, len, buflen);
 	if (len > buflen)
@@ -304,6 +357,8 @@ XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(__recv_chk, fd, buf, len, buflen, flags);
 	if (len > buflen)
@@ -317,6 +372,8 @@ XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 {
 	struct xs_sock *s = io_rdma(fd);
 
+	if (s == IO_AGAIN)
+		return io_again();
 	if (!s)
 		return XS_CALL(__recvfrom_chk, fd, buf, len, buflen, flags,
 			       addr, alen);

@@ -117,8 +117,32 @@ static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 }
 
 /*
- * The emulated wait. @socks[i] holds a reference for each xsock entry.
- * Return: as poll(2).
+ * After a non-blocking connect of one of @socks is decided: those now
+ * served by the kernel become plain entries (reference dropped). Return:
+ * whether any was decided, so the wait is set up again.
+ */
+static bool poll_decided(struct xs_sock **socks, bool *connecting, nfds_t n)
+{
+	bool changed = false;
+	nfds_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!connecting[i] || xs_sock_connecting(socks[i]))
+			continue;
+		connecting[i] = false;
+		changed = true;
+		if (!xs_sock_polled(socks[i])) {
+			xs_sock_put(socks[i]);
+			socks[i] = NULL;
+		}
+	}
+	return changed;
+}
+
+/*
+ * The emulated wait. @socks[i] holds a reference for each xsock entry
+ * (dropped here, and set to NULL, for one whose non-blocking connect falls
+ * back to the kernel meanwhile). Return: as poll(2).
  */
 static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 			 uint64_t deadline, const sigset_t *sigmask)
@@ -126,23 +150,32 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
 	short *krev;
+	bool *connecting;
 	uint64_t spin_until;
 	struct timespec ts;
-	nfds_t i, m = 0;
+	nfds_t i, m;
 	int ready, rc, k, cfds[2];
 
 	real = calloc(3 * n + 1, sizeof(*real));
 	back = calloc(3 * n + 1, sizeof(*back));
 	krev = calloc(n + 1, sizeof(*krev));
-	if (!real || !back || !krev) {
+	connecting = calloc(n + 1, sizeof(*connecting));
+	if (!real || !back || !krev || !connecting) {
 		free(real);
 		free(back);
 		free(krev);
+		free(connecting);
 		return (int)xs_sys_ret(-ENOMEM);
 	}
+	for (i = 0; i < n; i++)
+		connecting[i] = socks[i] && xs_sock_connecting(socks[i]);
+rebuild:
+	m = 0;
+	memset(krev, 0, (n + 1) * sizeof(*krev));
 	/* kernel entries (and a listener's own kernel fd) as given */
 	for (i = 0; i < n; i++) {
-		if (socks[i] && xs_sock_kind(socks[i]) == XS_KIND_RDMA)
+		if (socks[i] &&
+		    (xs_sock_kind(socks[i]) == XS_KIND_RDMA || connecting[i]))
 			continue;
 		real[m] = fds[i];
 		back[m++] = i;
@@ -174,6 +207,8 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 			ready = -errno;
 			break;
 		}
+		if (poll_decided(socks, connecting, n))
+			goto rebuild;
 		for (i = 0; i < m; i++)
 			if (back[i] != SIZE_MAX)
 				krev[back[i]] = real[i].revents;
@@ -197,6 +232,7 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	free(real);
 	free(back);
 	free(krev);
+	free(connecting);
 	return (int)xs_sys_ret(ready);
 }
 
@@ -433,6 +469,8 @@ struct ep_member {
 	uint32_t reported;	/* EPOLLET: bits reported */
 	unsigned long last_gen; /* EPOLLET: readiness counter when reported */
 	bool disabled;		/* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
+	bool connecting; /* registered while a non-blocking connect ran: its
+			  * eventfd, not channels, is in the inner set */
 };
 
 struct ep_set {
@@ -587,6 +625,61 @@ static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 		ep_channels(ep, s, EPOLL_CTL_DEL);
 }
 
+/*
+ * Member @m (socket @s) was registered while its non-blocking connect ran,
+ * and that is decided now: its eventfd leaves the inner set; an RDMA
+ * socket's channels take its place; a socket that fell back to TCP moves
+ * into the application's kernel set @epfd, as registered, and stops being
+ * a member. Called with ep->lock held. Return: whether @m was removed.
+ */
+static bool ep_decided(int epfd, struct ep_set *ep, struct ep_member *m,
+		       struct xs_sock *s)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	bool shared = ep_shares(ep, s, m->fd);
+
+	m->connecting = false;
+	if (!shared && s->connect_evfd >= 0) {
+		ev.data.fd = s->connect_evfd;
+		xs_real.epoll_ctl(ep->inner, EPOLL_CTL_DEL, s->connect_evfd,
+				  &ev);
+	}
+	if (xs_sock_polled(s)) {
+		if (!shared)
+			ep_channels(ep, s, EPOLL_CTL_ADD);
+		return false;
+	}
+	ev.events = m->disabled ? 0 : m->events;
+	ev.data = m->data;
+	(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->fd, &ev);
+	*m = ep->m[--ep->nr];
+	return true;
+}
+
+/* Drop members whose fd was closed behind epoll's back (as the kernel's
+ * close removes them) and settle decided connects. Called with ep->lock
+ * held. */
+static void ep_settle(int epfd, struct ep_set *ep)
+{
+	size_t i;
+
+	for (i = 0; i < ep->nr;) {
+		struct ep_member *m = &ep->m[i];
+		struct xs_sock *s = ep_member_sock(m);
+		bool gone = false;
+
+		if (!s) {
+			ep_remove(ep, m, false);
+			continue;
+		}
+		if (m->connecting && !xs_sock_connecting(s))
+			gone = ep_decided(epfd, ep, m, s);
+		xs_sock_put(s);
+		if (!gone)
+			i++;
+	}
+}
+
 /* epoll_ctl for an emulated socket; @s's reference is the caller's. */
 static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		  struct epoll_event *event)
@@ -603,6 +696,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	if (op != EPOLL_CTL_DEL && !event)
 		return -EFAULT;
 	pthread_mutex_lock(&ep->lock);
+	ep_settle(epfd, ep);
 	m = ep_find(ep, fd);
 	if (m && (m->s != s || m->incarnation != s->incarnation)) {
 		ep_remove(ep, m, false); /* fd closed and reused meanwhile */
@@ -634,6 +728,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			.incarnation = s->incarnation,
 			.events = event->events,
 			.data = event->data,
+			.connecting = xs_sock_connecting(s),
 		};
 		break;
 	case EPOLL_CTL_MOD:
@@ -677,8 +772,18 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	struct xs_sock *s;
 	int rc;
 
-	if (!xs_enter() || !(s = poll_sock(fd)))
+	if (!xs_enter())
 		return XS_CALL(epoll_ctl, epfd, op, fd, event);
+	if (!(s = poll_sock(fd))) {
+		struct ep_set *ep = ep_lookup(epfd);
+
+		if (ep) { /* a member that fell back to TCP: the kernel's now */
+			pthread_mutex_lock(&ep->lock);
+			ep_settle(epfd, ep);
+			pthread_mutex_unlock(&ep->lock);
+		}
+		return XS_CALL(epoll_ctl, epfd, op, fd, event);
+	}
 	if (xs_sock_kind(s) == XS_KIND_LISTEN) {
 		/* the kernel listener answers for peers without xsock */
 		rc = XS_CALL(epoll_ctl, epfd, op, fd, event);
@@ -697,22 +802,14 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
  * collection stopped so that no member starves. Drops members whose fd
  * was closed behind epoll's back, as the kernel's close removes them.
  */
-static int ep_collect(struct ep_set *ep, struct epoll_event *out, int max)
+static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
+		      int max)
 {
 	size_t seen, start;
 	int n = 0;
 
 	pthread_mutex_lock(&ep->lock);
-	for (seen = 0; seen < ep->nr;) { /* closed members first */
-		struct xs_sock *s = ep_member_sock(&ep->m[seen]);
-
-		if (!s) {
-			ep_remove(ep, &ep->m[seen], false);
-			continue;
-		}
-		xs_sock_put(s);
-		seen++;
-	}
+	ep_settle(epfd, ep); /* closed members and decided connects first */
 	start = ep->nr ? ep->cursor % ep->nr : 0;
 	for (seen = 0; seen < ep->nr && n < max; seen++) {
 		size_t i = (start + seen) % ep->nr;
@@ -786,7 +883,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 
 	for (;;) {
 		/* one slot always left for the kernel's own fds */
-		n = ep_collect(ep, events, max > 1 ? max - 1 : max);
+		n = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max);
 		if (n < max) {
 			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
 			if (k < 0)
@@ -798,7 +895,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
 			continue;
 		ep_arm(ep);
-		n = ep_collect(ep, events, max);
+		n = ep_collect(epfd, ep, events, max);
 		if (n) {
 			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
 			return k > 0 ? n + k : n;

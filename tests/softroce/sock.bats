@@ -253,3 +253,34 @@ plain_server()
 		esac
 	done
 }
+
+@test "sock: a non-blocking connect answers EINPROGRESS and completes on its own, as over kernel TCP" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	local how kernel plain_port=$((port + 1)) xs_port=$port
+	port=$plain_port plain_server "plain$BATS_TEST_NUMBER"
+	port=$xs_port
+	for how in poll epoll select sleep; do
+		run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
+		kernel=$output
+		[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: 0\nconnect again: 0\necho: ok' ]]
+		run --separate-stderr timeout 30 env $(xsenv "nb$how") "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
+		echo "$how: $output"
+		[[ "$output" == "$kernel" ]]
+		[[ $(stat "nb$how" connects) == 1 && $(stat "nb$how" tcp) == 0 ]]
+	done
+	# a server without xsock: the worker falls back to the kernel's connect
+	run --separate-stderr timeout 30 env $(xsenv nbplain) "$XSNET" nbconnect "$XS_ADDR_A" "$plain_port" epoll
+	echo "plain: $output"
+	[[ "$output" == "$kernel" ]]
+	[[ $(stat nbplain tcp) == 1 && $(stat nbplain peer-no-xsock) == 1 ]]
+	# nobody listens: the kernel's refusal reaches SO_ERROR
+	run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$((port + 2))" poll
+	kernel=$output
+	[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: ECONNREFUSED' ]]
+	for how in poll epoll sleep; do
+		run --separate-stderr timeout 30 env $(xsenv nbnobody) XSOCK_RDMA_RETRY_MS=0 \
+			"$XSNET" nbconnect "$XS_ADDR_A" "$((port + 2))" "$how"
+		echo "nobody $how: $output"
+		[[ "$output" == "$kernel" ]]
+	done
+}

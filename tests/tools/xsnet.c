@@ -17,10 +17,18 @@
  *   xsnet many IP PORT N       N connections open at once, each echoing
  *   xsnet semantics IP PORT    socket-call semantics against the echo
  *                              server, one line per check
+ *   xsnet nbconnect IP PORT HOW a non-blocking connect to the echo server
+ *                              (or to nobody), waited for by HOW: poll,
+ *                              epoll, select, or sleep (3 s without a
+ *                              call, then poll without waiting); one line
+ *                              per fact
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -465,6 +473,68 @@ static int do_semantics(const char *ip, const char *port)
 	return 0;
 }
 
+static const char *errname(int e)
+{
+	switch (e) {
+	case 0: return "0";
+	case EINPROGRESS: return "EINPROGRESS";
+	case EISCONN: return "EISCONN";
+	case EALREADY: return "EALREADY";
+	case ECONNREFUSED: return "ECONNREFUSED";
+	case EAGAIN: return "EAGAIN";
+	case ETIMEDOUT: return "ETIMEDOUT";
+	default: return strerror(e);
+	}
+}
+
+static int do_nbconnect(const char *ip, const char *port, const char *how)
+{
+	struct sockaddr_in sin = addr_of(ip, port);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), rc, err, ep;
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 };
+	struct timeval tv = { 10, 0 };
+	socklen_t len = sizeof(err);
+	char buf[4];
+	fd_set w;
+
+	if (fd < 0)
+		die("socket");
+	rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+	printf("connect: %s\n", errname(rc ? errno : 0));
+	if (!strcmp(how, "poll")) {
+		rc = poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLOUT);
+	} else if (!strcmp(how, "epoll")) {
+		ep = epoll_create1(0);
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+		memset(&ev, 0, sizeof(ev));
+		rc = epoll_wait(ep, &ev, 1, 10000) == 1 &&
+		     (ev.events & EPOLLOUT) && ev.data.u64 == 42;
+		close(ep);
+	} else if (!strcmp(how, "select")) {
+		FD_ZERO(&w);
+		FD_SET(fd, &w);
+		rc = select(fd + 1, NULL, &w, NULL, &tv) == 1 && FD_ISSET(fd, &w);
+	} else {
+		sleep(3);
+		rc = poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLOUT);
+	}
+	printf("writable: %s\n", rc ? "yes" : "no");
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		die("getsockopt");
+	printf("SO_ERROR: %s\n", errname(err));
+	if (err == 0) {
+		rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+		printf("connect again: %s\n", errname(rc ? errno : 0));
+		pfd.events = POLLIN;
+		rc = write(fd, "ping", 4) == 4 && poll(&pfd, 1, 10000) == 1 &&
+		     read(fd, buf, 4) == 4 && !memcmp(buf, "ping", 4);
+		printf("echo: %s\n", rc ? "ok" : "FAILED");
+	}
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -480,6 +550,8 @@ int main(int argc, char **argv)
 		return do_sizes(argv[2], argv[3], argc - 4, argv + 4);
 	if (argc >= 5 && !strcmp(argv[1], "many"))
 		return do_many(argv[2], argv[3], atoi(argv[4]));
+	if (argc >= 5 && !strcmp(argv[1], "nbconnect"))
+		return do_nbconnect(argv[2], argv[3], argv[4]);
 	if (argc >= 4 && !strcmp(argv[1], "semantics"))
 		return do_semantics(argv[2], argv[3]);
 	fprintf(stderr, "usage: xsnet serve|sink|source|sizes|many|semantics "
