@@ -279,6 +279,14 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	rc = conn_resolve_addr(c, dst, deadline);
 	if (rc)
 		goto out_destroy;
+	/* iWARP's rdma_cm connects through the kernel's TCP port space: the
+	 * port belongs to the peer's kernel listener, which would take our
+	 * MPA request for a plain TCP connection. TCP only there. */
+	if (c->id->verbs &&
+	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+		rc = -EPROTONOSUPPORT;
+		goto out_destroy;
+	}
 	xs_dbg("conn", "address resolved");
 	if (rdma_resolve_route(c->id, p->timeout_ms)) {
 		rc = -errno; /* ENODEV at once for loopback */
@@ -376,8 +384,17 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	    (local->sa_family == AF_INET6 &&
 	     rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
 			     &l->params.afonly, sizeof(l->params.afonly))) ||
-	    rdma_bind_addr(l->id, (struct sockaddr *)local) ||
-	    rdma_listen(l->id, backlog)) {
+	    rdma_bind_addr(l->id, (struct sockaddr *)local)) {
+		rc = -errno;
+		goto out_destroy;
+	}
+	/* An iWARP device's port is the kernel listener's (see above). */
+	if (l->id->verbs &&
+	    l->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+		rc = -EPROTONOSUPPORT;
+		goto out_destroy;
+	}
+	if (rdma_listen(l->id, backlog)) {
 		rc = -errno;
 		goto out_destroy;
 	}

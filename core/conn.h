@@ -14,6 +14,8 @@
  *   -ETIMEDOUT     resolution or handshake took longer than the timeout
  *   -EHOSTUNREACH  RDMA_CM_EVENT_UNREACHABLE / ADDR_ERROR
  *   -EPROTO        the peer's hello failed validation
+ *   -EPROTONOSUPPORT the device is iWARP, whose rdma_cm shares the
+ *                  kernel's TCP ports: xsock uses TCP there
  */
 #ifndef XS_CORE_CONN_H
 #define XS_CORE_CONN_H

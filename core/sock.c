@@ -724,6 +724,8 @@ static int sock_connect_reason(int rc)
 		return XS_FB_NO_DEVICE;
 	case -ETIMEDOUT:
 		return XS_FB_TIMEOUT;
+	case -EPROTONOSUPPORT:
+		return XS_FB_NO_TRANSPORT; /* iWARP */
 	case -ENOMEM:
 	case -ENOBUFS:
 	case -EMFILE:
