@@ -776,15 +776,17 @@ static void *sock_connect_main(void *arg)
 			sock_neg_add(dst, reason);
 		xs_info("sock", "rdma connect failed (%s), tcp", strerror(-rc));
 		pthread_mutex_lock(&s->lock);
-		if (xs_sock_kind(s) == XS_KIND_PENDING)
-			sock_set_kind(s, XS_KIND_TCP, reason);
 		/* Unless the application closed every fd of it meanwhile: then
-		 * our reference is the last and nobody wants the connection. */
+		 * our reference is the last and nobody wants the connection.
+		 * The kernel's connect goes first, so no wait ever sees the
+		 * unconnected socket's POLLOUT|POLLHUP. */
 		if (atomic_load(&s->refcnt) > 1 &&
 		    xs_real.connect(a->fd, (struct sockaddr *)&a->addr,
 				    a->len) < 0 &&
 		    errno != EINPROGRESS)
 			s->connect_err = errno;
+		if (xs_sock_kind(s) == XS_KIND_PENDING)
+			sock_set_kind(s, XS_KIND_TCP, reason);
 		pthread_mutex_unlock(&s->lock);
 	}
 	xs_real.close(a->fd);
@@ -814,6 +816,11 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 
 	if (!a)
 		return -ENOMEM;
+	/* one connect at a time, as the kernel's SS_CONNECTING */
+	if (atomic_exchange(&s->connecting, true)) {
+		free(a);
+		return -EALREADY;
+	}
 	a->fd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (s->connect_evfd < 0)
 		s->connect_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -822,6 +829,7 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 		if (a->fd >= 0)
 			xs_real.close(a->fd);
 		free(a);
+		atomic_store(&s->connecting, false);
 		return rc;
 	}
 	memcpy(&a->addr, addr, len);
@@ -830,7 +838,6 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	sock_conn_params(&a->p);
 	a->s = s;
 	xs_sock_get(s);
-	atomic_store_explicit(&s->connecting, true, memory_order_release);
 	sigfillset(&all);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -896,6 +903,7 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		return atomic_exchange(&s->connect_unseen, false) ? 0
 								  : -EISCONN;
 	if (xs_sock_kind(s) == XS_KIND_PENDING &&
+	    len <= sizeof(copy) && /* longer: the kernel's EINVAL */
 	    sock_copy_addr(addr, len, &copy) &&
 	    sock_is_inet((struct sockaddr *)&copy, len)) {
 		reason = sock_choose(XS_ROLE_CLIENT, (struct sockaddr *)&copy,
@@ -904,9 +912,13 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		if (reason == XS_FB_NONE)
 			reason = sock_neg_lookup((struct sockaddr *)&copy);
 		if (reason == XS_FB_NONE &&
-		    atomic_load_explicit(&s->nonblock, memory_order_relaxed) &&
-		    sock_connect_async(s, fd, addr, len, &copy) == 0)
-			return -EINPROGRESS;
+		    atomic_load_explicit(&s->nonblock, memory_order_relaxed)) {
+			rc = sock_connect_async(s, fd, addr, len, &copy);
+			if (rc == 0)
+				return -EINPROGRESS;
+			if (rc == -EALREADY)
+				return rc; /* another thread's connect */
+		}
 		if (reason == XS_FB_NONE) {
 			sock_conn_params(&p);
 			t0 = xs_now_us();
@@ -958,6 +970,8 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	struct xs_conn_params p;
 	int reason, rc;
 
+	if (xs_sock_connecting(s))
+		return -EINVAL; /* inet_listen() of a connecting socket */
 	if (xs_real.listen(fd, backlog) < 0)
 		return -errno;
 	if (xs_sock_kind(s) == XS_KIND_LISTEN)

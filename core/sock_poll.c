@@ -56,8 +56,9 @@ unsigned int xs_sock_poll_events(struct xs_sock *s)
 
 int xs_sock_poll_fds(struct xs_sock *s, int fds[2])
 {
-	if (xs_sock_kind(s) == XS_KIND_PENDING ||
-	    xs_sock_kind(s) == XS_KIND_TCP) {
+	if (xs_sock_kind(s) == XS_KIND_TCP)
+		return 0; /* decided for the kernel: nothing of ours */
+	if (xs_sock_kind(s) == XS_KIND_PENDING) {
 		fds[0] = s->connect_evfd; /* readable once decided */
 		return fds[0] >= 0;
 	}
@@ -67,13 +68,16 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[2])
 	return 1;
 }
 
-void xs_sock_poll_arm(struct xs_sock *s)
+bool xs_sock_poll_arm(struct xs_sock *s)
 {
+	int rc;
+
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
-		return; /* the CM channel needs no arming */
+		return false; /* the CM channel needs no arming */
 	xs_tls_depth++;
-	xs_stream_arm(s->stream);
+	rc = xs_stream_arm(s->stream);
 	xs_tls_depth--;
+	return rc == 1;
 }
 
 unsigned long xs_sock_poll_gen(struct xs_sock *s)

@@ -647,6 +647,16 @@ static void stream_stage_fini(struct xs_stream *s, bool dereg)
 	s->stage_mr = NULL;
 }
 
+static bool stream_region_free(const struct xs_stream *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->c->nr_mw; i++)
+		if (s->rndv[i].state == STREAM_REGION_FREE)
+			return true;
+	return false;
+}
+
 /*
  * Rendezvous: stage @len bytes (at most stage_chunk) from @cur in a free
  * region of the staging area, expose it read-only to this connection
@@ -1056,7 +1066,7 @@ int xs_stream_arm(struct xs_stream *s)
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = ibv_req_notify_cq(s->c->cq, 0) ? -EIO : 0;
+	rc = ibv_req_notify_cq(s->c->cq, 0) ? -EIO : s->pool_starved;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -1082,8 +1092,12 @@ unsigned int xs_stream_events(struct xs_stream *s)
 		ev |= XS_EV_IN;
 	if (s->peer_fin || s->rd_shut)
 		ev |= XS_EV_RDHUP;
-	/* After SHUT_WR, writes fail at once: writable (tcp_poll). */
-	if (s->wr_shut || (s->tx_credits && stream_slot(s) >= 0))
+	/* After SHUT_WR, writes fail at once: writable (tcp_poll). Once
+	 * large sends were made, writable also needs a free region, or a
+	 * level-triggered writer would spin on EAGAIN (cf. the kernel's
+	 * sk_stream_is_writeable() on a full send buffer). */
+	if (s->wr_shut || (s->tx_credits && stream_slot(s) >= 0 &&
+			   (!s->stage || stream_region_free(s))))
 		ev |= XS_EV_OUT;
 	if (s->error) /* tcp_poll() of a socket closed by an RST */
 		ev |= (s->error_pending ? XS_EV_ERR : 0) | XS_EV_HUP |

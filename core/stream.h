@@ -215,7 +215,8 @@ unsigned int xs_stream_events(struct xs_stream *s);
  *
  * For waits outside the stream (poll, epoll): arm, check
  * xs_stream_events() again, and only then sleep on xs_stream_wait_fds().
- * Return: 0, or -EIO.
+ * Return: 0; 1 when the stream waits for pool memory, which another
+ * connection's free wakes nobody for: sleep at most 1 ms; or -EIO.
  */
 int xs_stream_arm(struct xs_stream *s);
 

@@ -449,8 +449,10 @@ unsigned long xs_sock_poll_gen(struct xs_sock *s);
  * xs_sock_poll_arm() - request a completion event before sleeping on the
  *                      fds of xs_sock_poll_fds(); check events again after
  * @s: socket for which xs_sock_polled() holds
+ * Return: true when @s waits for pool memory that no fd will announce:
+ *         the sleep must end within 1 ms to look again.
  */
-void xs_sock_poll_arm(struct xs_sock *s);
+bool xs_sock_poll_arm(struct xs_sock *s);
 
 /**
  * xs_dev_available() - whether an RDMA device usable by xsock exists

@@ -22,12 +22,16 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *alen);
 void __chk_fail(void) __attribute__((noreturn));
 
-/* io_rdma()'s answer for a non-blocking connect still deciding */
-#define IO_AGAIN ((struct xs_sock *)1)
+/* io_rdma()'s answers for a connect still deciding: non-blocking, or a
+ * blocking wait a signal interrupted */
+#define IO_AGAIN     ((struct xs_sock *)1)
+#define IO_INTR	     ((struct xs_sock *)2)
+#define IO_FAILED(s) ((s) == IO_AGAIN || (s) == IO_INTR)
 
-static int io_again(void)
+static int io_failed(const struct xs_sock *s)
 {
-	errno = EAGAIN; /* as tcp_sendmsg/tcp_recvmsg in SYN_SENT */
+	/* as tcp_sendmsg/tcp_recvmsg in SYN_SENT */
+	errno = s == IO_INTR ? EINTR : EAGAIN;
 	return -1;
 }
 
@@ -50,7 +54,7 @@ static inline struct xs_sock *io_rdma(int fd)
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
 			return s;
 		xs_sock_put(s);
-		return rc ? IO_AGAIN : NULL;
+		return rc == -EINTR ? IO_INTR : rc ? IO_AGAIN : NULL;
 	}
 	return s;
 }
@@ -101,8 +105,8 @@ XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(read, fd, buf, len);
 	return io_recv(s, &v, 1, 0);
@@ -113,8 +117,8 @@ XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(write, fd, buf, len);
 	return io_send(s, &v, 1, 0);
@@ -125,8 +129,8 @@ XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(readv, fd, iov, iovcnt);
 	if (iovcnt < 0)
@@ -142,8 +146,8 @@ XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(writev, fd, iov, iovcnt);
 	if (iovcnt < 0)
@@ -159,8 +163,8 @@ XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(recv, fd, buf, len, flags);
 	return io_recv(s, &v, 1, flags);
@@ -173,8 +177,8 @@ XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	struct iovec v = { buf, len };
 	ssize_t rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvfrom, fd, buf, len, flags, addr, alen);
 	rc = io_recv(s, &v, 1, flags);
@@ -189,8 +193,8 @@ XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	ssize_t rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvmsg, fd, msg, flags);
 	if (!msg)
@@ -214,8 +218,8 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
 	xs_sock_put(s);
@@ -241,8 +245,8 @@ XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(send, fd, buf, len, flags);
 	return io_send(s, &v, 1, flags);
@@ -254,8 +258,8 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { (void *)buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(sendto, fd, buf, len, flags, addr, alen);
 	/* A connected TCP socket ignores the address (tcp_sendmsg). */
@@ -267,8 +271,8 @@ XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(sendmsg, fd, msg, flags);
 	if (!msg)
@@ -286,8 +290,8 @@ XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	unsigned int i;
 	ssize_t rc;
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(sendmmsg, fd, vec, vlen, flags);
 	xs_sock_put(s);
@@ -313,8 +317,8 @@ XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct xs_sock *s = io_rdma(out_fd);
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(sendfile, out_fd, in_fd, offset, count);
 	return io_sendfile(s, in_fd, offset, count);
@@ -342,8 +346,8 @@ XS_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(__read_chk, fd, buf, len, buflen);
 	if (len > buflen)
@@ -357,8 +361,8 @@ XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(__recv_chk, fd, buf, len, buflen, flags);
 	if (len > buflen)
@@ -372,8 +376,8 @@ XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 {
 	struct xs_sock *s = io_rdma(fd);
 
-	if (s == IO_AGAIN)
-		return io_again();
+	if (IO_FAILED(s))
+		return io_failed(s);
 	if (!s)
 		return XS_CALL(__recvfrom_chk, fd, buf, len, buflen, flags,
 			       addr, alen);

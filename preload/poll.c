@@ -73,6 +73,14 @@ static const struct timespec *poll_left(uint64_t deadline, struct timespec *ts)
 	return ts;
 }
 
+/* @deadline, or 1 ms from now when that is sooner (pool backpressure) */
+static uint64_t poll_soon(uint64_t deadline)
+{
+	uint64_t soon = poll_now_us() + 1000;
+
+	return soon < deadline ? soon : deadline;
+}
+
 static uint64_t poll_spin_us(void)
 {
 	const struct xs_config *cfg = xs_core_cfg();
@@ -150,7 +158,7 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
 	short *krev;
-	bool *connecting;
+	bool *connecting, starved;
 	uint64_t spin_until;
 	struct timespec ts;
 	nfds_t i, m;
@@ -172,6 +180,11 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 rebuild:
 	m = 0;
 	memset(krev, 0, (n + 1) * sizeof(*krev));
+	for (i = 0; i < n; i++) /* decided for TCP before the snapshot */
+		if (socks[i] && !connecting[i] && !xs_sock_polled(socks[i])) {
+			xs_sock_put(socks[i]);
+			socks[i] = NULL;
+		}
 	/* kernel entries (and a listener's own kernel fd) as given */
 	for (i = 0; i < n; i++) {
 		if (socks[i] &&
@@ -196,13 +209,18 @@ rebuild:
 			break;
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
 			continue;
+		starved = false;
 		for (i = 0; i < n; i++)
 			if (socks[i])
-				xs_sock_poll_arm(socks[i]);
+				starved |= xs_sock_poll_arm(socks[i]);
 		ready = poll_collect(fds, n, socks, krev);
 		if (ready)
 			break;
-		rc = xs_real.ppoll(real, m, poll_left(deadline, &ts), sigmask);
+		rc = xs_real.ppoll(
+			real, m,
+			poll_left(starved ? poll_soon(deadline) : deadline,
+				  &ts),
+			sigmask);
 		if (rc < 0) {
 			ready = -errno;
 			break;
@@ -625,35 +643,50 @@ static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 		ep_channels(ep, s, EPOLL_CTL_DEL);
 }
 
-/*
- * Member @m (socket @s) was registered while its non-blocking connect ran,
- * and that is decided now: its eventfd leaves the inner set; an RDMA
- * socket's channels take its place; a socket that fell back to TCP moves
- * into the application's kernel set @epfd, as registered, and stops being
- * a member. Called with ep->lock held. Return: whether @m was removed.
- */
-static bool ep_decided(int epfd, struct ep_set *ep, struct ep_member *m,
-		       struct xs_sock *s)
+/* The eventfd of @s in the inner set, or out of it (@op). */
+static void ep_evfd(struct ep_set *ep, struct xs_sock *s, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	bool shared = ep_shares(ep, s, m->fd);
 
-	m->connecting = false;
-	if (!shared && s->connect_evfd >= 0) {
-		ev.data.fd = s->connect_evfd;
-		xs_real.epoll_ctl(ep->inner, EPOLL_CTL_DEL, s->connect_evfd,
-				  &ev);
+	if (s->connect_evfd < 0)
+		return;
+	ev.data.fd = s->connect_evfd;
+	xs_real.epoll_ctl(ep->inner, op, s->connect_evfd, &ev);
+}
+
+/*
+ * The members of socket @s (one per dup'ed fd) were registered while its
+ * non-blocking connect ran, and that is decided now: its eventfd leaves
+ * the inner set; an RDMA socket's channels take its place; a socket that
+ * fell back to TCP moves into the application's kernel set @epfd, each fd
+ * as registered, and stops being a member. Called with ep->lock held.
+ */
+static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s)
+{
+	bool rdma = xs_sock_polled(s);
+	struct epoll_event ev;
+	size_t i;
+
+	ep_evfd(ep, s, EPOLL_CTL_DEL);
+	if (rdma)
+		ep_channels(ep, s, EPOLL_CTL_ADD);
+	for (i = 0; i < ep->nr;) {
+		struct ep_member *m = &ep->m[i];
+
+		if (m->s != s) {
+			i++;
+			continue;
+		}
+		m->connecting = false;
+		if (rdma) {
+			i++;
+			continue;
+		}
+		ev.events = m->disabled ? 0 : m->events;
+		ev.data = m->data;
+		(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->fd, &ev);
+		*m = ep->m[--ep->nr];
 	}
-	if (xs_sock_polled(s)) {
-		if (!shared)
-			ep_channels(ep, s, EPOLL_CTL_ADD);
-		return false;
-	}
-	ev.events = m->disabled ? 0 : m->events;
-	ev.data = m->data;
-	(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->fd, &ev);
-	*m = ep->m[--ep->nr];
-	return true;
 }
 
 /* Drop members whose fd was closed behind epoll's back (as the kernel's
@@ -666,17 +699,19 @@ static void ep_settle(int epfd, struct ep_set *ep)
 	for (i = 0; i < ep->nr;) {
 		struct ep_member *m = &ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
-		bool gone = false;
 
 		if (!s) {
 			ep_remove(ep, m, false);
 			continue;
 		}
-		if (m->connecting && !xs_sock_connecting(s))
-			gone = ep_decided(epfd, ep, m, s);
+		if (m->connecting && !xs_sock_connecting(s)) {
+			ep_decided(epfd, ep, s); /* may move members */
+			xs_sock_put(s);
+			i = 0; /* look again from the start */
+			continue;
+		}
 		xs_sock_put(s);
-		if (!gone)
-			i++;
+		i++;
 	}
 }
 
@@ -686,6 +721,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 {
 	struct ep_set *ep;
 	struct ep_member *m;
+	bool conn;
 	int err = 0;
 
 	if (epfd == fd)
@@ -720,15 +756,25 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			ep->m = nm;
 			ep->cap = cap;
 		}
-		if (!ep_shares(ep, s, fd))
-			ep_channels(ep, s, EPOLL_CTL_ADD);
+		/* connecting first: decided meanwhile, it is read below */
+		conn = xs_sock_connecting(s);
+		if (!conn && !xs_sock_polled(s)) {
+			err = -EXDEV; /* decided for TCP: the kernel's */
+			break;
+		}
+		if (!ep_shares(ep, s, fd)) {
+			if (conn)
+				ep_evfd(ep, s, EPOLL_CTL_ADD);
+			else
+				ep_channels(ep, s, EPOLL_CTL_ADD);
+		}
 		ep->m[ep->nr++] = (struct ep_member){
 			.fd = fd,
 			.s = s,
 			.incarnation = s->incarnation,
 			.events = event->events,
 			.data = event->data,
-			.connecting = xs_sock_connecting(s),
+			.connecting = conn,
 		};
 		break;
 	case EPOLL_CTL_MOD:
@@ -794,6 +840,8 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	}
 	rc = ep_ctl(epfd, op, fd, s, event);
 	xs_sock_put(s);
+	if (rc == -EXDEV) /* a connect decided for TCP this instant */
+		return XS_CALL(epoll_ctl, epfd, op, fd, event);
 	return (int)xs_sys_ret(rc);
 }
 
@@ -856,19 +904,23 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	return n;
 }
 
-static void ep_arm(struct ep_set *ep)
+/* Arm every member; true when one waits for pool memory (see
+ * xs_sock_poll_arm()). */
+static bool ep_arm(struct ep_set *ep)
 {
 	struct xs_sock *s;
+	bool starved = false;
 	size_t i;
 
 	pthread_mutex_lock(&ep->lock);
 	for (i = 0; i < ep->nr; i++) {
 		s = ep_member_sock(&ep->m[i]);
 		if (s)
-			xs_sock_poll_arm(s);
+			starved |= xs_sock_poll_arm(s);
 		xs_sock_put(s);
 	}
 	pthread_mutex_unlock(&ep->lock);
+	return starved;
 }
 
 static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
@@ -879,6 +931,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 	uint64_t spin_until = poll_now_us() + poll_spin_us();
 	struct epoll_event junk[16];
 	struct timespec ts;
+	bool starved;
 	int n, k;
 
 	for (;;) {
@@ -894,13 +947,17 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 			return n;
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
 			continue;
-		ep_arm(ep);
+		starved = ep_arm(ep);
 		n = ep_collect(epfd, ep, events, max);
 		if (n) {
 			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
 			return k > 0 ? n + k : n;
 		}
-		k = xs_real.ppoll(pfd, 2, poll_left(deadline, &ts), sigmask);
+		k = xs_real.ppoll(
+			pfd, 2,
+			poll_left(starved ? poll_soon(deadline) : deadline,
+				  &ts),
+			sigmask);
 		if (k < 0)
 			return -1;
 		/* channel fds are drained by ep_collect; the inner set's
