@@ -97,7 +97,15 @@ struct xs_sock *xs_fdtab_get(int fd)
 	}
 }
 
-struct xs_sock *xs_fdtab_get_rdma(int fd)
+/* Whether @s takes the data path: RDMA, or (@deciding) a non-blocking
+ * connect still deciding its transport. */
+static bool fdtab_served(struct xs_sock *s, bool deciding)
+{
+	return xs_sock_kind(s) == XS_KIND_RDMA ||
+	       (deciding && xs_sock_connecting(s));
+}
+
+static struct xs_sock *fdtab_get_served(int fd, bool deciding)
 {
 	fdtab_slot *slot = fdtab_slot_of(fd);
 	struct xs_sock *s;
@@ -106,32 +114,24 @@ struct xs_sock *xs_fdtab_get_rdma(int fd)
 		return NULL;
 	/* Type-stable memory: reading the kind of a stale object is safe. */
 	s = atomic_load_explicit(slot, memory_order_acquire);
-	if (!s || xs_sock_kind(s) != XS_KIND_RDMA)
+	if (!s || !fdtab_served(s, deciding))
 		return NULL;
 	s = xs_fdtab_get(fd);
-	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
+	if (s && !fdtab_served(s, deciding)) {
 		xs_sock_put(s);
 		return NULL;
 	}
 	return s;
 }
 
+struct xs_sock *xs_fdtab_get_rdma(int fd)
+{
+	return fdtab_get_served(fd, false);
+}
+
 struct xs_sock *xs_fdtab_get_data(int fd)
 {
-	fdtab_slot *slot = fdtab_slot_of(fd);
-	struct xs_sock *s;
-
-	if (!slot)
-		return NULL;
-	s = atomic_load_explicit(slot, memory_order_acquire);
-	if (!s || (xs_sock_kind(s) != XS_KIND_RDMA && !xs_sock_connecting(s)))
-		return NULL;
-	s = xs_fdtab_get(fd);
-	if (s && xs_sock_kind(s) != XS_KIND_RDMA && !xs_sock_connecting(s)) {
-		xs_sock_put(s);
-		return NULL;
-	}
-	return s;
+	return fdtab_get_served(fd, true);
 }
 
 /* @fd's slot, allocating its chunk if needed; NULL when out of memory. */
