@@ -49,9 +49,12 @@ app_teardown() {
 app_exec() {
 	local side=$1
 	shift
+	# SIGINT as the default action: a shell without job control (make
+	# check started in the background) has it ignored, and python's
+	# http.server would never see its orderly-exit signal.
 	case $side in
-	plain) exec env -u LD_PRELOAD "$@" ;;
-	xsock) XSOCK_STATS=$APP_STATS with_xsock exec "$@" ;;
+	plain) exec env -u LD_PRELOAD --default-signal=INT "$@" ;;
+	xsock) XSOCK_STATS=$APP_STATS with_xsock exec env --default-signal=INT "$@" ;;
 	*)
 		echo "app_exec: unknown side '$side'" >&2
 		exit 2
