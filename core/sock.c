@@ -737,9 +737,40 @@ static int sock_connect_reason(int rc)
 	}
 }
 
+/*
+ * The RDMA handshake of connect() on @fd, blocking: @s becomes an RDMA
+ * socket, or the reason to fall back is returned (and a destination that
+ * refused is remembered). Return: XS_FB_NONE on success, else the reason.
+ */
+static int sock_rdma_connect(struct xs_sock *s, int fd,
+			     const struct sockaddr *dst,
+			     const struct xs_conn_params *p)
+{
+	uint64_t t0 = xs_now_us();
+	struct xs_conn *c;
+	int reason, rc;
+
+	rc = xs_conn_connect(&c, dst, p);
+	if (rc == 0)
+		rc = sock_attach(s, c);
+	if (rc == 0) {
+		xs_stats_inc(rdma_connects);
+		xs_dbg("sock", "fd %d connected over rdma in %llu us", fd,
+		       (unsigned long long)(xs_now_us() - t0));
+		return XS_FB_NONE;
+	}
+	reason = sock_connect_reason(rc);
+	if (reason != XS_FB_RESOURCE)
+		sock_neg_add(dst, reason);
+	xs_info("sock", "fd %d: rdma connect failed (%s), tcp", fd,
+		strerror(-rc));
+	return reason;
+}
+
 /* A non-blocking connect handed to a worker thread. */
 struct sock_connecting {
 	struct xs_sock *s; /* a reference */
+	int app_fd;	   /* the application's fd, for the log */
 	int fd;		   /* our dup of the application's fd */
 	struct sockaddr_storage addr, rdma_addr; /* as given; unmapped */
 	socklen_t len;
@@ -756,25 +787,14 @@ static void *sock_connect_main(void *arg)
 {
 	struct sock_connecting *a = arg;
 	struct xs_sock *s = a->s;
-	struct sockaddr *dst = (struct sockaddr *)&a->rdma_addr;
-	struct xs_conn *c;
-	uint64_t t0 = xs_now_us();
-	int reason, rc;
+	int reason;
 
 	xs_tls_depth++;
-	rc = xs_conn_connect(&c, dst, &a->p);
-	if (rc == 0)
-		rc = sock_attach(s, c);
-	if (rc == 0) {
+	reason = sock_rdma_connect(s, a->app_fd,
+				   (struct sockaddr *)&a->rdma_addr, &a->p);
+	if (reason == XS_FB_NONE) {
 		atomic_store(&s->connect_unseen, true);
-		xs_stats_inc(rdma_connects);
-		xs_dbg("sock", "connected over rdma in %llu us (non-blocking)",
-		       (unsigned long long)(xs_now_us() - t0));
 	} else {
-		reason = sock_connect_reason(rc);
-		if (reason != XS_FB_RESOURCE)
-			sock_neg_add(dst, reason);
-		xs_info("sock", "rdma connect failed (%s), tcp", strerror(-rc));
 		pthread_mutex_lock(&s->lock);
 		/* Unless the application closed every fd of it meanwhile: then
 		 * our reference is the last and nobody wants the connection.
@@ -834,6 +854,7 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	}
 	memcpy(&a->addr, addr, len);
 	a->len = len;
+	a->app_fd = fd;
 	a->rdma_addr = *rdma_addr;
 	sock_conn_params(&a->p);
 	a->s = s;
@@ -893,8 +914,6 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 {
 	struct sockaddr_storage copy;
 	struct xs_conn_params p;
-	struct xs_conn *c;
-	uint64_t t0;
 	int reason, rc;
 
 	if (xs_sock_connecting(s))
@@ -921,23 +940,10 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		}
 		if (reason == XS_FB_NONE) {
 			sock_conn_params(&p);
-			t0 = xs_now_us();
-			rc = xs_conn_connect(&c, (struct sockaddr *)&copy, &p);
-			if (rc == 0)
-				rc = sock_attach(s, c);
-			if (rc == 0) {
-				xs_stats_inc(rdma_connects);
-				xs_dbg("sock",
-				       "fd %d connected over rdma in %llu us",
-				       fd,
-				       (unsigned long long)(xs_now_us() - t0));
+			reason = sock_rdma_connect(
+				s, fd, (struct sockaddr *)&copy, &p);
+			if (reason == XS_FB_NONE)
 				return 0;
-			}
-			reason = sock_connect_reason(rc);
-			if (reason != XS_FB_RESOURCE)
-				sock_neg_add((struct sockaddr *)&copy, reason);
-			xs_info("sock", "fd %d: rdma connect failed (%s), tcp",
-				fd, strerror(-rc));
 		}
 		pthread_mutex_lock(&s->lock);
 		if (xs_sock_kind(s) == XS_KIND_PENDING)
