@@ -516,12 +516,12 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	l->nr_ready++;
 }
 
-int xs_listener_poll(struct xs_listener *l)
+int xs_listener_poll(struct xs_listener *l, bool drain)
 {
 	struct rdma_cm_event *ev;
 
 	xs_tls_depth++;
-	while (rdma_get_cm_event(l->ch, &ev) == 0)
+	while (drain && rdma_get_cm_event(l->ch, &ev) == 0)
 		listener_event(l, ev);
 	xs_tls_depth--;
 	return (int)l->nr_ready;

@@ -145,13 +145,15 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 
 /**
  * xs_listener_poll() - handle pending CM events without waiting
- * @l: listener
+ * @l:     listener
+ * @drain: read the CM channel (a system call); false when the caller saw
+ *         its fd not readable a moment ago
  *
  * Established connections wait in the listener's ready queue for
  * xs_listener_accept(); this is what readiness (poll, epoll) asks.
  * Return: connections ready to be accepted.
  */
-int xs_listener_poll(struct xs_listener *l);
+int xs_listener_poll(struct xs_listener *l, bool drain);
 
 /**
  * xs_listener_destroy() - stop listening; pending requests are rejected

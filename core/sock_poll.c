@@ -28,7 +28,7 @@ bool xs_sock_polled(struct xs_sock *s)
 	return kind == XS_KIND_LISTEN && s->listener && xs_sock_mine(s);
 }
 
-unsigned int xs_sock_poll_events(struct xs_sock *s)
+unsigned int xs_sock_poll_events(struct xs_sock *s, bool drain)
 {
 	unsigned int ev, out = 0;
 	int ready;
@@ -38,7 +38,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s)
 		return 0; /* connecting; or decided for TCP: the kernel's */
 	xs_tls_depth++;
 	if (xs_sock_kind(s) == XS_KIND_RDMA) {
-		ev = xs_stream_events(s->stream);
+		ev = xs_stream_events(s->stream, drain);
 		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
 		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;
 		out |= ev & XS_EV_ERR ? POLLERR : 0;
@@ -46,7 +46,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s)
 		out |= ev & XS_EV_RDHUP ? POLLRDHUP : 0;
 	} else {
 		pthread_mutex_lock(&s->lock);
-		ready = xs_listener_poll(s->listener);
+		ready = xs_listener_poll(s->listener, drain);
 		pthread_mutex_unlock(&s->lock);
 		out = ready ? POLLIN | POLLRDNORM : 0;
 	}

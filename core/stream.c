@@ -372,6 +372,43 @@ static void stream_cm_events(struct xs_stream *s)
 	}
 }
 
+/* Arm the CQ for its next completion, unless still armed. Return: 0, or
+ * ibv_req_notify_cq()'s error. Called with s->lock held. */
+static int stream_arm(struct xs_stream *s)
+{
+	if (s->cq_armed)
+		return 0;
+	if (ibv_req_notify_cq(s->c->cq, 0))
+		return -1;
+	s->cq_armed = true;
+	return 0;
+}
+
+/*
+ * Read and ack the completion channel's event, if there is one, and arm
+ * the CQ again at once, as the verbs idiom goes (get, ack, notify, then
+ * poll): the caller polls the CQ next. A CQ left unarmed after its event
+ * was read would let a wait that looks, finds nothing new (a send
+ * completion, a credit) and sleeps miss the next completion for good.
+ * Called with s->lock held.
+ */
+static void stream_cq_event(struct xs_stream *s)
+{
+	struct ibv_cq *cq;
+	bool got = false;
+	void *ctx;
+
+	while (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0) {
+		ibv_ack_cq_events(cq, 1);
+		got = true;
+	}
+	if (!got)
+		return;
+	s->cq_armed = false;
+	if (stream_arm(s))
+		stream_reset(s, "ibv_req_notify_cq failed");
+}
+
 /*
  * The polling thread's wait: spin, arm, sleep, reap. Called and returns
  * with s->lock held; drops it while it spins and sleeps.
@@ -385,9 +422,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	uint64_t now = xs_now_us(), spin_until;
 	struct pollfd pfd[2];
-	struct ibv_cq *cq;
 	int n, err, wait_ms;
-	void *ctx;
 
 	spin_until = now + (cfg ? cfg->spin_us : 0);
 	if (spin_until > deadline)
@@ -398,7 +433,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_lock(&s->lock);
 	}
-	if (ibv_req_notify_cq(s->c->cq, 0)) {
+	if (stream_arm(s)) {
 		stream_reset(s, "ibv_req_notify_cq failed");
 		return 0;
 	}
@@ -425,8 +460,8 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	pthread_mutex_lock(&s->lock);
 	if (n < 0)
 		return err == EINTR ? -EINTR : 0;
-	if (pfd[0].revents && ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0)
-		ibv_ack_cq_events(cq, 1);
+	if (pfd[0].revents)
+		stream_cq_event(s);
 	if (pfd[1].revents)
 		stream_cm_events(s);
 	stream_poll_cq(s);
@@ -1053,11 +1088,9 @@ size_t xs_stream_outq(struct xs_stream *s)
  * blocking (both fds are non-blocking). Called with s->lock held. */
 static void stream_drain_channels(struct xs_stream *s)
 {
-	struct ibv_cq *cq;
-	void *ctx;
-
-	while (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0)
-		ibv_ack_cq_events(cq, 1);
+	/* an unarmed CQ queues no event: no read() to find that out */
+	if (s->cq_armed)
+		stream_cq_event(s);
 	stream_cm_events(s);
 }
 
@@ -1066,7 +1099,7 @@ int xs_stream_arm(struct xs_stream *s)
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	rc = ibv_req_notify_cq(s->c->cq, 0) ? -EIO : s->pool_starved;
+	rc = stream_arm(s) ? -EIO : s->pool_starved;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -1078,12 +1111,12 @@ int xs_stream_wait_fds(struct xs_stream *s, int fds[2])
 	return 2;
 }
 
-unsigned int xs_stream_events(struct xs_stream *s)
+unsigned int xs_stream_events(struct xs_stream *s, bool drain)
 {
 	unsigned int ev = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (!s->polling)
+	if (drain && !s->polling)
 		stream_drain_channels(s);
 	stream_poll_cq(s);
 	stream_return_credits(s);

@@ -104,6 +104,9 @@ struct xs_stream {
 	pthread_cond_t cond; /* the polling thread's news, for the others */
 	bool polling;	     /* a thread spins or sleeps on the channels */
 	bool pool_starved;   /* a pool buffer was refused: retry soon */
+	bool cq_armed; /* a CQ event was asked for and not read yet: arming
+			* again is a no-op, and only then can the completion
+			* channel hold an event (saves a system call each) */
 	/* send side */
 	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
 	uint32_t tx_inflight;	   /* signaled WRs posted, not completed */
@@ -202,12 +205,14 @@ size_t xs_stream_outq(struct xs_stream *s);
 
 /**
  * xs_stream_events() - readiness as poll(2) would report it, after
- *                      draining the channels and reaping completions
- *                      without waiting
- * @s: stream
+ *                      reaping completions without waiting
+ * @s:     stream
+ * @drain: also drain the channel fds (two system calls). A caller that
+ *         knows they are not readable (its epoll set of them said so)
+ *         passes false: one left readable only wakes its next sleep.
  * Return: XS_EV_* bits.
  */
-unsigned int xs_stream_events(struct xs_stream *s);
+unsigned int xs_stream_events(struct xs_stream *s, bool drain);
 
 /**
  * xs_stream_arm() - ask for a completion event on the next completion
@@ -215,6 +220,7 @@ unsigned int xs_stream_events(struct xs_stream *s);
  *
  * For waits outside the stream (poll, epoll): arm, check
  * xs_stream_events() again, and only then sleep on xs_stream_wait_fds().
+ * Arming a CQ that is still armed costs nothing (no system call).
  * Return: 0; 1 when the stream waits for pool memory, which another
  * connection's free wakes nobody for: sleep at most 1 ms; or -EIO.
  */

@@ -419,7 +419,9 @@ bool xs_sock_polled(struct xs_sock *s);
 
 /**
  * xs_sock_poll_events() - @s's readiness, as poll(2) revents
- * @s: socket for which xs_sock_polled() holds
+ * @s:     socket for which xs_sock_polled() holds
+ * @drain: drain an RDMA socket's channel fds too (system calls); false
+ *         when the caller saw them not readable a moment ago
  *
  * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
  * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,
@@ -427,7 +429,7 @@ bool xs_sock_polled(struct xs_sock *s);
  * to be accepted (the kernel fd answers for the others). Reaps
  * completions and drains the channel fds; never blocks.
  */
-unsigned int xs_sock_poll_events(struct xs_sock *s);
+unsigned int xs_sock_poll_events(struct xs_sock *s, bool drain);
 
 /**
  * xs_sock_poll_fds() - fds that turn readable when @s may have news

@@ -12,17 +12,23 @@
  *
  * epoll: kernel fds live in the application's own epoll set as usual.
  * xsock members are kept beside it (struct ep_set), their channel fds in a
- * private "inner" epoll set; a sleeping epoll_wait waits on both sets. No
- * foreign entry ever enters the application's set, so its data.u64 values
- * come back untouched.
+ * private "inner" epoll set; a sleeping epoll_wait waits on both sets.
+ * The application's data.u64 values come back untouched. One foreign entry
+ * enters the application's set while it has xsock members: the inner set
+ * itself, with an eventfd in it that is readable while a member is ready,
+ * so that the epoll fd placed in poll(), select() or another epoll set
+ * turns readable as the kernel's would (see ep_nest_mark()). Its events
+ * never reach the application.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,7 +94,10 @@ static uint64_t poll_spin_us(void)
 	return cfg ? cfg->spin_us : 0;
 }
 
-/* The socket behind @fd when a wait must ask xsock about it, or NULL. */
+static void ep_nest_check(int fd);
+
+/* The socket behind @fd when a wait must ask xsock about it, or NULL
+ * (a kernel fd; an epoll fd with xsock members is readied for it). */
 static struct xs_sock *poll_sock(int fd)
 {
 	struct xs_sock *s = xs_fdtab_get(fd);
@@ -97,6 +106,8 @@ static struct xs_sock *poll_sock(int fd)
 		xs_sock_put(s);
 		return NULL;
 	}
+	if (!s)
+		ep_nest_check(fd);
 	return s;
 }
 
@@ -116,7 +127,7 @@ static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 		short rev = kernel_revents ? kernel_revents[i] : 0;
 
 		if (socks[i])
-			rev |= (short)(xs_sock_poll_events(socks[i]) &
+			rev |= (short)(xs_sock_poll_events(socks[i], true) &
 				       (fds[i].events | POLL_ALWAYS));
 		fds[i].revents = rev;
 		ready += rev != 0;
@@ -497,7 +508,19 @@ struct ep_set {
 	struct ep_member *m;
 	size_t nr, cap;
 	size_t cursor; /* where the next collection starts (round robin) */
+	/* nesting: the epoll fd inside poll/select or another epoll set */
+	int nest;      /* eventfd in the inner set: readable = a member ready */
+	bool nest_set; /* its counter is non-zero */
+	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
+	bool in_app; /* the inner set is in the application's set */
 };
+
+/* data.u64 of the inner set's entry in the application's epoll set */
+#define EP_NEST_MAGIC 0x78736f636b4e5354ull
+
+/* fds that were put into some epoll set with epoll_ctl(), before they had
+ * xsock members of their own (the epoll fd nested first, filled later) */
+static _Atomic(_Atomic(unsigned char) *) ep_in_epoll;
 
 /* epoll fd -> its xsock members, for epoll fds that ever had one */
 static _Atomic(struct ep_set *) *ep_table;
@@ -524,6 +547,67 @@ static bool ep_is_epoll(int fd)
 		return false;
 	link[n] = '\0';
 	return strcmp(link, "anon_inode:[eventpoll]") == 0;
+}
+
+/* The eventfd of a new set's inner set (the nest fd, -1 when none can be
+ * had: nesting then follows the channel fds alone). */
+static void ep_nest_init(int epfd, struct ep_set *ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll);
+
+	ep->nest = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->nest >= 0) {
+		ev.data.fd = ep->nest;
+		xs_real.epoll_ctl(ep->inner, EPOLL_CTL_ADD, ep->nest, &ev);
+	}
+	ep->nested = in && atomic_load(&in[epfd]);
+}
+
+/* Set or clear the nest eventfd: readable while a member is ready.
+ * Called with ep->lock held. */
+static void ep_nest_mark(struct ep_set *ep, bool ready)
+{
+	uint64_t one = 1;
+
+	if (ep->nest < 0 || ready == ep->nest_set)
+		return;
+	if (ready)
+		(void)!write(ep->nest, &one, sizeof(one));
+	else
+		(void)!read(ep->nest, &one, sizeof(one));
+	ep->nest_set = ready;
+}
+
+/*
+ * The inner set enters the application's set @epfd while there are
+ * members, and leaves it with the last one, so that an epoll fd without
+ * xsock members is the kernel's alone. Called with ep->lock held.
+ */
+static void ep_nest_sync(int epfd, struct ep_set *ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = EP_NEST_MAGIC };
+
+	if ((ep->nr > 0) == ep->in_app)
+		return;
+	ep->in_app = ep->nr > 0;
+	if (!ep->in_app)
+		ep_nest_mark(ep, false);
+	XS_CALL(epoll_ctl, epfd, ep->in_app ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
+		ep->inner, &ev);
+}
+
+/* Drop the inner set's own events from what the kernel returned for the
+ * application's set. Return: the events left. */
+static int ep_unnest(struct epoll_event *ev, int k)
+{
+	int i, n = 0;
+
+	for (i = 0; i < k; i++)
+		if (ev[i].data.u64 != EP_NEST_MAGIC)
+			ev[n++] = ev[i];
+	return n;
 }
 
 /* The member set of @epfd, made on first use. Return: set, or NULL with
@@ -556,6 +640,7 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 				free(ep);
 				ep = NULL;
 			} else {
+				ep_nest_init(epfd, ep);
 				atomic_store(&ep_table[epfd], ep);
 			}
 		}
@@ -573,10 +658,16 @@ void xs_poll_fd_closed(int fd)
 
 	if (!ep_table || fd < 0 || (size_t)fd >= xs_fdtab_size())
 		return;
+	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll);
+
+	if (in)
+		atomic_store(&in[fd], 0);
 	ep = atomic_exchange(&ep_table[fd], NULL);
 	if (!ep)
 		return;
 	xs_real.close(ep->inner);
+	if (ep->nest >= 0)
+		xs_real.close(ep->nest);
 	free(ep->m);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
@@ -713,6 +804,7 @@ static void ep_settle(int epfd, struct ep_set *ep)
 		xs_sock_put(s);
 		i++;
 	}
+	ep_nest_sync(epfd, ep);
 }
 
 /* epoll_ctl for an emulated socket; @s's reference is the caller's. */
@@ -731,6 +823,13 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		return err;
 	if (op != EPOLL_CTL_DEL && !event)
 		return -EFAULT;
+	/* EPOLLEXCLUSIVE: only with ADD, and with few other bits
+	 * (EPOLLEXCLUSIVE_OK_BITS of fs/eventpoll.c) */
+	if (op != EPOLL_CTL_DEL && (event->events & EPOLLEXCLUSIVE) &&
+	    (op == EPOLL_CTL_MOD ||
+	     (event->events & ~(EPOLLIN | EPOLLOUT | EPOLLERR | EPOLLHUP |
+				EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE))))
+		return -EINVAL;
 	pthread_mutex_lock(&ep->lock);
 	ep_settle(epfd, ep);
 	m = ep_find(ep, fd);
@@ -782,6 +881,10 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			err = -ENOENT;
 			break;
 		}
+		if (m->events & EPOLLEXCLUSIVE) {
+			err = -EINVAL; /* the kernel's answer too */
+			break;
+		}
 		m->events = event->events;
 		m->data = event->data;
 		m->reported = 0;
@@ -797,6 +900,9 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	default:
 		err = -EINVAL;
 	}
+	ep_nest_sync(epfd, ep);
+	if (!err && op == EPOLL_CTL_ADD && ep->nested)
+		(void)xs_sock_poll_arm(s); /* news wakes the outer waiter */
 	pthread_mutex_unlock(&ep->lock);
 	return err;
 }
@@ -811,6 +917,28 @@ XS_EXPORT int epoll_create1(int flags)
 {
 	xs_enter();
 	return XS_CALL(epoll_create1, flags);
+}
+
+/* Kernel fd @fd went into an epoll set: an epoll fd with xsock members
+ * is nested from now on; one without is remembered, for when it gets
+ * some. */
+static void ep_nest_added(int fd)
+{
+	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll), *fresh = NULL;
+
+	if (fd < 0 || (size_t)fd >= xs_fdtab_size())
+		return;
+	if (!in) {
+		fresh = calloc(xs_fdtab_size(), 1);
+		if (!fresh)
+			return;
+		if (atomic_compare_exchange_strong(&ep_in_epoll, &in, fresh))
+			in = fresh;
+		else
+			free(fresh); /* another thread's won; @in is it */
+	}
+	atomic_store(&in[fd], 1);
+	ep_nest_check(fd);
 }
 
 XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
@@ -828,7 +956,10 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 			ep_settle(epfd, ep);
 			pthread_mutex_unlock(&ep->lock);
 		}
-		return XS_CALL(epoll_ctl, epfd, op, fd, event);
+		rc = XS_CALL(epoll_ctl, epfd, op, fd, event);
+		if (rc == 0 && op == EPOLL_CTL_ADD)
+			XS_SAVE_ERRNO(ep_nest_added(fd));
+		return rc;
 	}
 	if (xs_sock_kind(s) == XS_KIND_LISTEN) {
 		/* the kernel listener answers for peers without xsock */
@@ -845,19 +976,53 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 	return (int)xs_sys_ret(rc);
 }
 
+/* Channel fds learnt from the inner set per look; more ready than this
+ * and every member is drained. */
+#define EP_CHAN_BATCH 64
+
+/* Whether one of @s's channel fds is among the @nchan readable ones
+ * (EP_CHAN_BATCH: maybe more than were returned). */
+static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
+			  int nchan)
+{
+	int fds[2], k, i, nfds;
+
+	if (nchan >= EP_CHAN_BATCH)
+		return true;
+	nfds = xs_sock_poll_fds(s, fds);
+	for (k = 0; k < nfds; k++)
+		for (i = 0; i < nchan; i++)
+			if (chan[i].data.fd == fds[k])
+				return true;
+	return false;
+}
+
 /*
  * Ready xsock members into @out (at most @max), starting where the last
  * collection stopped so that no member starves. Drops members whose fd
  * was closed behind epoll's back, as the kernel's close removes them.
+ *
+ * One look at the inner set tells whose channel fds are readable: only
+ * those are drained (system calls); the others' completions are reaped
+ * from their CQs, which costs none. An idle set of N connections then
+ * costs a few system calls a wait, not 2N.
+ *
+ * @peek: only count the members that would be reported (@out unused),
+ * changing no EPOLLET or EPOLLONESHOT state: what a poll of the epoll fd
+ * itself asks.
  */
 static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
-		      int max)
+		      int max, bool peek)
 {
+	struct epoll_event chan[EP_CHAN_BATCH];
 	size_t seen, start;
-	int n = 0;
+	int n = 0, nchan;
 
 	pthread_mutex_lock(&ep->lock);
 	ep_settle(epfd, ep); /* closed members and decided connects first */
+	nchan = XS_CALL(epoll_wait, ep->inner, chan, EP_CHAN_BATCH, 0);
+	if (nchan < 0)
+		nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
 	start = ep->nr ? ep->cursor % ep->nr : 0;
 	for (seen = 0; seen < ep->nr && n < max; seen++) {
 		size_t i = (start + seen) % ep->nr;
@@ -865,18 +1030,28 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		struct xs_sock *s = ep_member_sock(m);
 		uint32_t want, ready;
 		unsigned long gen;
+		bool drain;
 
 		if (!s)
 			continue; /* closed this instant: next round drops it */
+		drain = ep_chan_ready(s, chan, nchan);
 		if (m->disabled) {
+			/* no report, but its channel fds are drained here
+			 * too: left readable, they would wake every sleep */
+			(void)xs_sock_poll_events(s, drain);
 			xs_sock_put(s);
 			continue;
 		}
 		want = (m->events &
 			(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
 		       EPOLLERR | EPOLLHUP;
+		/* The counter after the events: they reap completions, and
+		 * what they reap is in @ready. (Read before, every edge
+		 * this call reaped was reported again by the next wait.)
+		 * One reaped by another thread in between is in the
+		 * stream already: the reader this event wakes finds it. */
+		ready = xs_sock_poll_events(s, drain) & want;
 		gen = xs_sock_poll_gen(s);
-		ready = xs_sock_poll_events(s) & want;
 		xs_sock_put(s);
 		if ((m->events & EPOLLET) && ready) {
 			/* an edge: a new bit, or anything happened since the
@@ -884,15 +1059,21 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 			bool edge =
 				(ready & ~m->reported) || gen != m->last_gen;
 
-			m->reported = ready;
-			m->last_gen = gen;
+			if (!peek) {
+				m->reported = ready;
+				m->last_gen = gen;
+			}
 			if (!edge)
 				continue;
-		} else if (m->events & EPOLLET) {
+		} else if ((m->events & EPOLLET) && !peek) {
 			m->reported = 0;
 		}
 		if (!ready)
 			continue;
+		if (peek) {
+			n++;
+			continue;
+		}
 		out[n].events = ready;
 		out[n].data = m->data;
 		n++;
@@ -914,6 +1095,8 @@ static bool ep_arm(struct ep_set *ep)
 
 	pthread_mutex_lock(&ep->lock);
 	for (i = 0; i < ep->nr; i++) {
+		if (ep->m[i].disabled)
+			continue; /* EPOLLONESHOT fired: nothing to wake for */
 		s = ep_member_sock(&ep->m[i]);
 		if (s)
 			starved |= xs_sock_poll_arm(s);
@@ -923,36 +1106,93 @@ static bool ep_arm(struct ep_set *ep)
 	return starved;
 }
 
+/* The kernel's ready entries of the application's set @epfd, without
+ * the inner set's own (epoll_wait's return). */
+static int ep_kernel(int epfd, struct epoll_event *ev, int max)
+{
+	int k = XS_CALL(epoll_wait, epfd, ev, max, 0);
+
+	return k > 0 ? ep_unnest(ev, k) : k;
+}
+
+/*
+ * A wait on a nested epoll fd returns: leave its nest eventfd exact for
+ * the outer waiter. @ready: a member was just reported. Otherwise the
+ * members are armed first, so that news after this look makes a channel
+ * fd, and with it the epoll fd, readable; then looked at again without
+ * consuming anything (completions that came before the arm).
+ */
+static void ep_nest_after(int epfd, struct ep_set *ep, bool ready)
+{
+	if (!ep->nested)
+		return;
+	if (!ready) {
+		(void)ep_arm(ep);
+		ready = ep_collect(epfd, ep, NULL, INT_MAX, true) > 0;
+	}
+	pthread_mutex_lock(&ep->lock);
+	ep_nest_mark(ep, ready);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+/* The epoll fd @epfd, which has members, is inside another wait (poll,
+ * select, another epoll set): from now on it reflects their readiness. */
+static void ep_nest_refresh(int epfd, struct ep_set *ep)
+{
+	pthread_mutex_lock(&ep->lock);
+	ep->nested = true;
+	pthread_mutex_unlock(&ep->lock);
+	ep_nest_after(epfd, ep, false);
+}
+
+/* @fd goes into a wait as a kernel fd: if it is an epoll fd with xsock
+ * members, make it readable as the kernel's would be (see
+ * ep_nest_refresh()). */
+static void ep_nest_check(int fd)
+{
+	struct ep_set *ep = ep_lookup(fd);
+
+	if (ep)
+		ep_nest_refresh(fd, ep);
+}
+
 static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		   int max, uint64_t deadline, const sigset_t *sigmask)
 {
 	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
 				 { ep->inner, POLLIN, 0 } };
 	uint64_t spin_until = poll_now_us() + poll_spin_us();
-	struct epoll_event junk[16];
 	struct timespec ts;
 	bool starved;
-	int n, k;
+	int n, nx, k;
 
 	for (;;) {
 		/* one slot always left for the kernel's own fds */
-		n = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max);
+		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max,
+				false);
+		n = nx;
 		if (n < max) {
-			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
-			if (k < 0)
-				return n ? n : -1;
-			n += k;
+			k = ep_kernel(epfd, events + n, max - n);
+			if (k < 0 && !n)
+				return -1;
+			n += k > 0 ? k : 0;
 		}
-		if (n || deadline == 0)
+		if (n || deadline == 0) {
+			ep_nest_after(epfd, ep, nx > 0);
 			return n;
+		}
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
 			continue;
 		starved = ep_arm(ep);
-		n = ep_collect(epfd, ep, events, max);
+		n = ep_collect(epfd, ep, events, max, false);
 		if (n) {
-			k = XS_CALL(epoll_wait, epfd, events + n, max - n, 0);
+			ep_nest_after(epfd, ep, true);
+			k = ep_kernel(epfd, events + n, max - n);
 			return k > 0 ? n + k : n;
 		}
+		pthread_mutex_lock(&ep->lock);
+		ep_nest_mark(ep, false); /* armed: news wakes outer waiters */
+		pthread_mutex_unlock(&ep->lock);
 		k = xs_real.ppoll(
 			pfd, 2,
 			poll_left(starved ? poll_soon(deadline) : deadline,
@@ -960,11 +1200,11 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 			sigmask);
 		if (k < 0)
 			return -1;
-		/* channel fds are drained by ep_collect; the inner set's
-		 * readiness only woke us */
-		(void)!XS_CALL(epoll_wait, ep->inner, junk, 16, 0);
-		if (k == 0 && deadline != POLL_FOREVER &&
-		    poll_now_us() >= deadline)
+		/* The channel fds that woke us are drained by ep_collect.
+		 * Past the deadline even when the sleep did not time out:
+		 * a channel fd whose news changed no member's readiness
+		 * ends it early, again and again. */
+		if (deadline != POLL_FOREVER && poll_now_us() >= deadline)
 			deadline = 0; /* one last look, then 0 */
 	}
 }
