@@ -65,6 +65,18 @@ struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
  */
 void xs_dev_fork_child(void);
 
+/**
+ * xs_dev_inherited() - whether this process image holds an ancestor's
+ *                      RDMA state: a process forked after the parent
+ *                      probed devices, or forked from such a child
+ *
+ * Such a process never uses RDMA: rdma-core's device list, rdma_cm's
+ * opened devices and their verbs contexts are the parent's (shared kernel
+ * context). A child forked before any probe - a daemon's fork() and
+ * setsid() at start, as redis-server --daemonize does - starts afresh.
+ */
+bool xs_dev_inherited(void);
+
 /* dev_lock around fork(): see xs_core_atfork_prepare(). */
 void xs_dev_lock(void);
 void xs_dev_unlock(void);

@@ -19,6 +19,7 @@
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dev_count = -1;	/* protected by dev_lock; -1: not probed yet */
 static struct xs_dev *dev_list; /* protected by dev_lock */
+static bool dev_inherited; /* an ancestor probed: see xs_dev_fork_child() */
 
 int xs_dev_available(void)
 {
@@ -108,6 +109,11 @@ out_unlock:
 	return d;
 }
 
+bool xs_dev_inherited(void)
+{
+	return dev_inherited;
+}
+
 void xs_dev_lock(void)
 {
 	pthread_mutex_lock(&dev_lock);
@@ -120,6 +126,10 @@ void xs_dev_unlock(void)
 
 void xs_dev_fork_child(void)
 {
+	/* rdma-core's state (device list, rdma_cm's devices, their verbs
+	 * contexts) exists from the first probe on, and is the parent's */
+	if (dev_count >= 0)
+		dev_inherited = true;
 	dev_count = -1;
 	dev_list = NULL; /* the parent's verbs objects are not ours to use */
 }

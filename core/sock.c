@@ -519,8 +519,8 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 	}
 	if (role == XS_ROLE_CLIENT && sock_is_loopback(addr, len))
 		return XS_FB_LOOPBACK;
-	if (core_forked)
-		return XS_FB_RESOURCE; /* no fresh verbs context in a child yet */
+	if (core_forked && xs_dev_inherited())
+		return XS_FB_RESOURCE; /* the parent's verbs state, not ours */
 	if (xs_dev_available() == 0)
 		return XS_FB_NO_DEVICE;
 	return XS_FB_NONE;

@@ -407,3 +407,17 @@ XS_EXPORT pid_t fork(void)
 		XS_SAVE_ERRNO(xs_core_fork_child());
 	return pid;
 }
+
+/*
+ * vfork() is fork(). A vfork child runs in its parent's memory until it
+ * execs, and what it does meanwhile - Python's subprocess closes every fd
+ * above 2 there - would run this library's close() on the parent's own
+ * socket state and tear its RDMA connections down. A real vfork() cannot
+ * be wrapped at all: the child must not return from the frame that called
+ * it. libvma makes the same substitution. POSIX lets a vfork child do
+ * nothing but _exit() or exec, and fork() serves both.
+ */
+XS_EXPORT pid_t vfork(void)
+{
+	return fork();
+}
