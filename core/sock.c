@@ -44,7 +44,8 @@ struct sock_neg {
 };
 
 /*
- * close() never waits for the peer, as the kernel's does not: a stream
+ * close() never waits for the peer, as the kernel's does not (unless
+ * SO_LINGER {1, N} asks it to, see sock_close_stream()): a stream
  * whose last bytes and FIN are still in flight lingers on this list, and
  * is released by later calls (sock_linger_reap) or at exit, after
  * SOCK_CLOSE_DRAIN_MS at most. The HCA delivers the bytes meanwhile on
@@ -253,6 +254,8 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 			      memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->sndtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->linger_ms, XS_LINGER_OFF,
+			      memory_order_relaxed);
 	s->domain = domain;
 	s->type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 	s->protocol = protocol;
@@ -318,12 +321,25 @@ static void sock_linger_reap(void)
 	pthread_mutex_unlock(&sock_linger_lock);
 }
 
-/* Close @st as close(2) does: FIN after the data, never waiting. */
-static void sock_close_stream(struct xs_stream *st)
+/*
+ * Close @st as close(2) does (inet_release, tcp_close): FIN after the
+ * data, never waiting; the bytes are delivered from the lingering list.
+ * SO_LINGER (@linger_ms, struct xs_sock.linger_ms) changes it: {1, 0}
+ * resets the connection (RESET, cf. RST) and only lingers until that has
+ * left; {1, N} waits up to N s for delivery first (a signal ends the
+ * wait), then lingers as usual.
+ */
+static void sock_close_stream(struct xs_stream *st, int linger_ms)
 {
 	struct sock_linger *l;
 
-	xs_stream_shutdown(st, SHUT_WR);
+	if (linger_ms == 0) {
+		xs_stream_abort(st);
+	} else {
+		xs_stream_shutdown(st, SHUT_WR);
+		if (linger_ms != XS_LINGER_OFF)
+			xs_stream_linger(st, linger_ms);
+	}
 	if (!xs_stream_drained(st) && (l = malloc(sizeof(*l)))) {
 		l->st = st;
 		l->deadline = xs_now_us() + SOCK_CLOSE_DRAIN_MS * 1000u;
@@ -362,7 +378,10 @@ void xs_core_exit(void)
 	/* The kernel closes a dying process's sockets gracefully: so do we. */
 	pthread_mutex_lock(&sock_linger_lock);
 	for (s = sock_live; s; s = s->live_next)
-		xs_stream_shutdown(s->stream, SHUT_WR);
+		if (atomic_load(&s->linger_ms) == 0)
+			xs_stream_abort(s->stream); /* tcp_close() does too */
+		else
+			xs_stream_shutdown(s->stream, SHUT_WR);
 	pthread_mutex_unlock(&sock_linger_lock);
 	do {
 		pending = false;
@@ -398,7 +417,8 @@ static void sock_teardown(struct xs_sock *s)
 	if (s->stream) {
 		if (mine) {
 			sock_live_unlink(s);
-			sock_close_stream(s->stream);
+			sock_close_stream(s->stream,
+					  atomic_load(&s->linger_ms));
 		} else {
 			xs_stream_abandon(s->stream);
 			free(s->stream);
@@ -1088,6 +1108,26 @@ static int sock_accept_wait(struct xs_sock *s, int fd)
 	return pfd[0].revents ? 1 : 0;
 }
 
+/*
+ * An accepted TCP socket inherits its listener's options (sk_clone_lock):
+ * the RDMA child's own kernel fd is a fresh socket, so SO_LINGER is
+ * copied to it, for getsockopt, and to the child, for close.
+ */
+static void sock_inherit_linger(struct xs_sock *s, int fd, struct xs_sock *c,
+				int nfd)
+{
+	struct linger lg;
+	socklen_t len = sizeof(lg);
+	int err = errno;
+
+	if (atomic_load(&s->linger_ms) == XS_LINGER_OFF)
+		return;
+	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 &&
+	    xs_real.setsockopt(nfd, SOL_SOCKET, SO_LINGER, &lg, len) == 0)
+		atomic_store(&c->linger_ms, atomic_load(&s->linger_ms));
+	errno = err;
+}
+
 int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		   socklen_t *len, int flags, bool accept4,
 		   struct xs_sock **child)
@@ -1104,6 +1144,8 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	while (s->listener && xs_sock_kind(s) == XS_KIND_LISTEN &&
 	       xs_sock_mine(s)) {
 		nfd = sock_accept_rdma(s, addr, len, flags, child);
+		if (nfd >= 0)
+			sock_inherit_linger(s, fd, *child, nfd);
 		if (nfd != -EAGAIN)
 			return nfd;
 		if (atomic_load(&s->nonblock))

@@ -4,7 +4,8 @@
  * Turns send/recv flags, O_NONBLOCK and SO_RCVTIMEO/SO_SNDTIMEO into the
  * stream's timeouts, raises SIGPIPE like the kernel, answers shutdown,
  * get{sock,peer}name and the queue ioctls from the RC stream, and mirrors
- * the file status that control calls set on the kernel fd. It does not own
+ * the file status that control calls set on the kernel fd (and SO_LINGER,
+ * which close honours, sock.c). It does not own
  * the stream protocol (stream.c) nor the transport decision (sock.c).
  * Context: any thread; the stream has its own lock.
  */
@@ -157,7 +158,8 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 	xs_tls_depth++;
 	rc = xs_stream_shutdown(s->stream, how);
 	xs_tls_depth--;
-	return rc == -ECONNRESET ? 0 : rc; /* the kernel's shutdown succeeds */
+	/* the kernel's shutdown succeeds */
+	return rc == -ECONNRESET || rc == -EPIPE ? 0 : rc;
 }
 
 int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
@@ -215,12 +217,38 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 	return rc;
 }
 
+/*
+ * SO_LINGER as the kernel stored it, read back: l_linger seconds, where
+ * the kernel's "forever" (sk_lingertime = MAX_SCHEDULE_TIMEOUT) reads back
+ * truncated to an int, often negative; beyond 24 days is forever here.
+ */
+static void sock_linger_done(struct xs_sock *s, int fd)
+{
+	struct linger lg;
+	socklen_t len = sizeof(lg);
+	int ms;
+
+	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) < 0)
+		return;
+	if (!lg.l_onoff)
+		ms = XS_LINGER_OFF;
+	else if (lg.l_linger < 0 || lg.l_linger > INT32_MAX / 1000)
+		ms = -1;
+	else
+		ms = lg.l_linger * 1000;
+	atomic_store(&s->linger_ms, ms);
+}
+
 void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
 {
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
 	uint64_t ms;
 
+	if (level == SOL_SOCKET && name == SO_LINGER) {
+		sock_linger_done(s, fd);
+		return;
+	}
 	if (level != SOL_SOCKET ||
 	    (name != SO_RCVTIMEO && name != SO_SNDTIMEO
 #ifdef SO_RCVTIMEO_NEW

@@ -141,8 +141,9 @@ static void stream_reset(struct xs_stream *s, const char *why)
 
 /*
  * The reset as a call reports it, cf. sock_error(): the first call after
- * it gets -ECONNRESET (and clears it, as SO_ERROR does); later reads see
- * EOF and later writes -EPIPE, as on a TCP socket closed by an RST.
+ * it gets -ECONNRESET (-EPIPE for a RESET after the peer's FIN) and
+ * clears it, as SO_ERROR does; later reads see EOF and later writes
+ * -EPIPE, as on a TCP socket closed by an RST.
  */
 static int stream_error(struct xs_stream *s, bool writing)
 {
@@ -186,6 +187,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 	struct xs_stream_rx *e;
 	struct xs_msg m;
 	uint32_t idx = (uint32_t)wc->wr_id;
+	int was;
 
 	if (idx >= c->nr_rx ||
 	    xs_wire_msg_decode(c->rx[idx].addr, wc->byte_len,
@@ -242,7 +244,10 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		s->peer_fin = true;
 		break;
 	case XS_MSG_RESET:
+		was = s->error;
 		stream_reset(s, "peer sent RESET");
+		if (!was && s->peer_fin)
+			s->error = -EPIPE; /* tcp_reset() in CLOSE_WAIT */
 		break;
 	case XS_MSG_CREDIT:
 		break;
@@ -1166,6 +1171,22 @@ int xs_stream_take_error(struct xs_stream *s)
 	return rc;
 }
 
+/*
+ * Nothing left to deliver: FIN posted and every send completed (so every
+ * byte acknowledged, cf. leaving FIN_WAIT1), every region pulled; or the
+ * connection reset or the peer gone. After a RESET: the RESET, last on the
+ * send queue, completed. Called with s->lock held.
+ */
+static bool stream_done(const struct xs_stream *s)
+{
+	if (s->peer_gone)
+		return true;
+	if (s->rst_sent)
+		return !s->tx_inflight;
+	return (s->fin_sent && !s->tx_inflight && !s->rndv_tx_bytes) ||
+	       s->error;
+}
+
 bool xs_stream_drained(struct xs_stream *s)
 {
 	bool done;
@@ -1174,10 +1195,47 @@ bool xs_stream_drained(struct xs_stream *s)
 	if (!s->polling)
 		stream_drain_channels(s);
 	stream_poll_cq(s);
-	done = (s->fin_sent && !s->tx_inflight && !s->rndv_tx_bytes) ||
-	       s->error || s->peer_gone;
+	done = stream_done(s);
 	pthread_mutex_unlock(&s->lock);
 	return done;
+}
+
+int xs_stream_linger(struct xs_stream *s, int timeout_ms)
+{
+	uint64_t deadline = stream_deadline(timeout_ms);
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	stream_poll_cq(s);
+	while (!stream_done(s) && rc == 0)
+		rc = stream_wait(s, deadline);
+	rc = stream_done(s) ? 0 : rc;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void xs_stream_abort(struct xs_stream *s)
+{
+	bool live;
+
+	pthread_mutex_lock(&s->lock);
+	live = !s->error && !s->peer_gone && !s->rst_sent;
+	/* From here on nothing but the RESET goes out: a FIN that waits
+	 * for a slot, credits and RNDV_DONEs all look at the error first.
+	 * Nobody is left to report it to (the last fd is closed). */
+	if (!s->error)
+		s->error = -ECONNRESET;
+	s->error_pending = false;
+	stream_poll_cq(s); /* completions free the slot the RESET needs */
+	if (live && stream_post_ctrl(s, XS_MSG_RESET) == 0) {
+		s->rst_sent = true;
+		xs_dbg("stream", "RESET sent");
+	} else if (live) {
+		xs_info("stream", "no RESET sent: the disconnect says it");
+	}
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void xs_stream_close(struct xs_stream *s, int timeout_ms)
@@ -1193,9 +1251,8 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 	xs_stream_shutdown(s, SHUT_WR);
 	pthread_mutex_lock(&s->lock);
 	/* Graceful: every byte sent before close reaches the peer, and
-	 * the peer has pulled every region. */
-	while ((s->tx_inflight || !s->fin_sent || s->rndv_tx_bytes) &&
-	       !s->error && !s->peer_gone)
+	 * the peer has pulled every region (aborted: the RESET left). */
+	while (!stream_done(s))
 		if (stream_wait(s, deadline) == -EAGAIN)
 			break;
 	while (stream_poll_cq(s) > 0) /* what a reset left: errors logged */

@@ -134,6 +134,7 @@ struct xs_stream {
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
 	bool wr_shut;	    /* shutdown(SHUT_WR) or close: FIN after the data */
 	bool fin_sent;	    /* the FIN is posted */
+	bool rst_sent;	    /* xs_stream_abort() posted a RESET (cf. RST) */
 	bool rd_shut;	    /* shutdown(SHUT_RD): reads see EOF */
 	int error;	    /* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */
@@ -239,21 +240,50 @@ int xs_stream_wait_fds(struct xs_stream *s, int fds[2]);
  * xs_stream_take_error() - getsockopt(SO_ERROR): the reset not yet
  *                          reported by a call, which it clears
  * @s: stream
- * Return: -ECONNRESET once after a reset, else 0.
+ * Return: -ECONNRESET once after a reset (-EPIPE when the peer's FIN came
+ *         first, as tcp_reset() in CLOSE_WAIT), else 0.
  */
 int xs_stream_take_error(struct xs_stream *s);
 
 /**
  * xs_stream_drained() - whether a stream after SHUT_WR has nothing left
  *                       to deliver: FIN posted and every send completed
- *                       (or the connection is reset or the peer gone)
+ *                       (or the connection is reset or the peer gone);
+ *                       after xs_stream_abort(): the RESET completed
  * @s: stream; reaps completions without waiting
  */
 bool xs_stream_drained(struct xs_stream *s);
 
 /**
- * xs_stream_close() - FIN if not sent, wait (bounded) for the sends to
- *                     complete, then release the connection
+ * xs_stream_linger() - wait until xs_stream_drained() holds: close(2)
+ *                      with SO_LINGER {1, N} (cf. sk_stream_wait_close)
+ * @s:          stream, after SHUT_WR
+ * @timeout_ms: -1 forever, else at most that long
+ * Return: 0 once drained, -EAGAIN past the timeout, -EINTR for a signal
+ *         (the wait ends, as the kernel's does).
+ */
+int xs_stream_linger(struct xs_stream *s, int timeout_ms);
+
+/**
+ * xs_stream_abort() - close(2) with SO_LINGER {1, 0}: reset the
+ *                     connection instead of closing it (cf. TCP's RST)
+ * @s: stream
+ *
+ * Posts one RESET control message (no credit needed) after whatever the
+ * send queue holds, and from then on sends nothing else: no FIN, credit
+ * or rendezvous work; regions the peer has not pulled yet are lost, as
+ * the bytes of an RST'd TCP socket are. Best effort: with no send slot
+ * free, or a connection already reset or gone, nothing is posted, and
+ * the disconnect without FIN that xs_stream_close() makes tells the peer
+ * the same (it resets on that too). xs_stream_drained() then holds once
+ * the RESET has left; release the stream with xs_stream_close().
+ */
+void xs_stream_abort(struct xs_stream *s);
+
+/**
+ * xs_stream_close() - FIN if not sent (unless aborted), wait (bounded)
+ *                     for the sends to complete, then release the
+ *                     connection
  * @s:          stream
  * @timeout_ms: how long queued bytes may take to drain
  */

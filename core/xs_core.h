@@ -93,6 +93,9 @@ enum xs_fallback_reason {
 struct xs_stream;
 struct xs_listener;
 
+/* struct xs_sock.linger_ms without SO_LINGER (l_onoff = 0) */
+#define XS_LINGER_OFF INT32_MIN
+
 struct xs_sock {
 	atomic_uint refcnt; /* one per fd slot plus one per operation */
 	atomic_int kind;    /* enum xs_fd_kind; written under lock */
@@ -104,6 +107,8 @@ struct xs_sock {
 	 * the RDMA data path needs no system call to learn it. */
 	atomic_bool nonblock; /* O_NONBLOCK (SOCK_NONBLOCK, F_SETFL, FIONBIO) */
 	atomic_int rcvtimeo_ms, sndtimeo_ms; /* SO_RCVTIMEO/SNDTIMEO, 0: none */
+	atomic_int linger_ms; /* SO_LINGER (cf. sk_lingertime): XS_LINGER_OFF,
+			       * 0 (close resets), ms, or -1 (forever) */
 	/* kind RDMA: set once before the kind is published, then constant */
 	struct xs_stream *stream;
 	struct sockaddr_storage local, peer; /* what get{sock,peer}name say */
@@ -152,7 +157,9 @@ const struct xs_config *xs_core_cfg(void);
  * Sends FIN on every open RDMA socket of this process and waits (at most
  * 5 s) until those and the streams still lingering after close() have
  * every byte acknowledged, as the kernel closes a dying process's TCP
- * sockets gracefully. Context: atexit.
+ * sockets gracefully; a socket with SO_LINGER {1, 0} is reset instead
+ * (RESET, cf. TCP's RST), as the kernel's tcp_close() does at exit too.
+ * Context: atexit.
  */
 void xs_core_exit(void);
 
@@ -210,6 +217,12 @@ void xs_sock_get(struct xs_sock *s);
 /**
  * xs_sock_put() - drop a reference; the last one tears the socket down
  * @s: socket; NULL is ignored
+ *
+ * The teardown of an RDMA socket is close(2)'s: FIN after the bytes sent,
+ * which keep going to the peer after the call returns. SO_LINGER {1, 0}
+ * resets the connection instead (RESET, cf. TCP's RST: bytes the peer has
+ * not taken are lost); {1, N} first waits up to N s for the bytes to be
+ * delivered, as the kernel's inet_release() does.
  */
 void xs_sock_put(struct xs_sock *s);
 
@@ -329,7 +342,8 @@ int xs_sock_take_connect_err(struct xs_sock *s);
  * xs_sock_so_error() - getsockopt(SO_ERROR) of an RDMA socket: the reset
  *                      no call has reported yet, which it clears
  * @s: socket of kind XS_KIND_RDMA
- * Return: ECONNRESET (positive, as SO_ERROR holds it) once, else 0.
+ * Return: ECONNRESET (positive, as SO_ERROR holds it; EPIPE for a reset
+ *         after the peer's FIN) once, else 0.
  */
 int xs_sock_so_error(struct xs_sock *s);
 
@@ -393,7 +407,8 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg);
  * @s:     socket; caller holds a reference
  * @fd:    its fd
  * @level: level of the successful setsockopt(2)
- * @name:  option name (SO_RCVTIMEO and SO_SNDTIMEO are read back)
+ * @name:  option name (SO_RCVTIMEO, SO_SNDTIMEO and SO_LINGER are read
+ *         back: close() of an RDMA socket honours SO_LINGER as TCP's)
  */
 void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name);
 

@@ -247,7 +247,8 @@ XS_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	struct xs_sock *s;
 	int rc;
 
-	/* Options always reach the kernel fd; the timeouts are mirrored. */
+	/* Options always reach the kernel fd; the timeouts and
+	 * SO_LINGER are mirrored. */
 	if (!xs_enter() || level != SOL_SOCKET || !(s = xs_fdtab_get(fd)))
 		return XS_CALL(setsockopt, fd, level, name, val, len);
 	rc = XS_CALL(setsockopt, fd, level, name, val, len);
