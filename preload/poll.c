@@ -513,6 +513,7 @@ struct ep_set {
 	bool nest_set; /* its counter is non-zero */
 	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
 	bool in_app; /* the inner set is in the application's set */
+	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
 };
 
 /* data.u64 of the inner set's entry in the application's epoll set */
@@ -1161,9 +1162,12 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 {
 	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
 				 { ep->inner, POLLIN, 0 } };
-	uint64_t spin_until = poll_now_us() + poll_spin_us();
+	/* Spin only while there is traffic: a wait after one that slept
+	 * and timed out with nothing sleeps at once, so an idle loop (redis'
+	 * 10 Hz cron) costs a look and a sleep a turn, not a spin. */
+	uint64_t spin_until = ep->quiet ? 0 : poll_now_us() + poll_spin_us();
 	struct timespec ts;
-	bool starved;
+	bool starved, slept = false;
 	int n, nx, k;
 
 	for (;;) {
@@ -1179,6 +1183,8 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		}
 		if (n || deadline == 0) {
 			ep_nest_after(epfd, ep, nx > 0);
+			if (n || slept)
+				ep->quiet = !n;
 			return n;
 		}
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
@@ -1187,6 +1193,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		n = ep_collect(epfd, ep, events, max, false);
 		if (n) {
 			ep_nest_after(epfd, ep, true);
+			ep->quiet = false;
 			k = ep_kernel(epfd, events + n, max - n);
 			return k > 0 ? n + k : n;
 		}
@@ -1200,6 +1207,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 			sigmask);
 		if (k < 0)
 			return -1;
+		slept = true;
 		/* The channel fds that woke us are drained by ep_collect.
 		 * Past the deadline even when the sleep did not time out:
 		 * a channel fd whose news changed no member's readiness
