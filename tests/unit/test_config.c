@@ -90,7 +90,7 @@ XT_TEST(defaults)
 	XT_ASSERT_EQ(cfg.inline_max, 256);
 	XT_ASSERT_EQ(cfg.pool_mb, 64);
 	XT_ASSERT_EQ(cfg.spin_us, 50);
-	XT_ASSERT_EQ(cfg.connect_timeout_ms, 1000);
+	XT_ASSERT_EQ(cfg.connect_timeout_ms, 3000);
 	XT_ASSERT_STREQ(cfg.device, "");
 	XT_ASSERT_EQ(cfg.stats, XS_STATS_OFF);
 	XT_ASSERT_EQ(cfg.rule_set.nr_rules, 0);
