@@ -200,7 +200,8 @@ static int dup_onto(int fd, int newfd, int flags, bool dup3)
 	}
 	if (newfd != STDERR_FILENO)
 		xs_log_fd_closed(newfd);
-	XS_SAVE_ERRNO(xs_sock_put(victim); if (s) xs_fdtab_insert(newfd, s));
+	XS_SAVE_ERRNO(xs_poll_fd_closed(newfd); xs_sock_put(victim);
+		      if (s) xs_fdtab_insert(newfd, s));
 	return rc;
 }
 

@@ -514,6 +514,11 @@ struct ep_set {
 	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
 	bool in_app; /* the inner set is in the application's set */
 	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
+	_Atomic bool kernel_first; /* maxevents 1: whose turn it is */
+	/* waits inside ep_wait(), and whether the epoll fd was closed
+	 * meanwhile: the last of them frees the set (ep_table_lock) */
+	unsigned int users;
+	bool closed;
 };
 
 /* data.u64 of the inner set's entry in the application's epoll set */
@@ -652,26 +657,64 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 	return ep;
 }
 
-/* Forget the members of @fd, an epoll fd being closed. */
-void xs_poll_fd_closed(int fd)
+static void ep_free(struct ep_set *ep)
 {
-	struct ep_set *ep;
-
-	if (!ep_table || fd < 0 || (size_t)fd >= xs_fdtab_size())
-		return;
-	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll);
-
-	if (in)
-		atomic_store(&in[fd], 0);
-	ep = atomic_exchange(&ep_table[fd], NULL);
-	if (!ep)
-		return;
 	xs_real.close(ep->inner);
 	if (ep->nest >= 0)
 		xs_real.close(ep->nest);
 	free(ep->m);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
+}
+
+/* The set of @epfd, held for a wait (NULL: none): closing the epoll fd
+ * meanwhile does not free it under the waiter. Drop with ep_put(). */
+static struct ep_set *ep_hold(int epfd)
+{
+	struct ep_set *ep;
+
+	if (!ep_lookup(epfd))
+		return NULL;
+	pthread_mutex_lock(&ep_table_lock);
+	ep = ep_lookup(epfd);
+	if (ep)
+		ep->users++;
+	pthread_mutex_unlock(&ep_table_lock);
+	return ep;
+}
+
+static void ep_put(struct ep_set *ep)
+{
+	bool last;
+
+	pthread_mutex_lock(&ep_table_lock);
+	last = --ep->users == 0 && ep->closed;
+	pthread_mutex_unlock(&ep_table_lock);
+	if (last)
+		ep_free(ep);
+}
+
+/* Forget the members of @fd, an epoll fd being closed. */
+void xs_poll_fd_closed(int fd)
+{
+	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll);
+	struct ep_set *ep;
+
+	if (fd < 0 || (size_t)fd >= xs_fdtab_size())
+		return;
+	if (in)
+		atomic_store(&in[fd], 0);
+	if (!ep_lookup(fd))
+		return; /* most fds: no lock taken */
+	pthread_mutex_lock(&ep_table_lock);
+	ep = atomic_exchange(&ep_table[fd], NULL);
+	if (ep && ep->users) {
+		ep->closed = true; /* a wait still runs on it: it frees */
+		ep = NULL;
+	}
+	pthread_mutex_unlock(&ep_table_lock);
+	if (ep)
+		ep_free(ep);
 }
 
 static struct ep_member *ep_find(struct ep_set *ep, int fd)
@@ -1171,6 +1214,15 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 	int n, nx, k;
 
 	for (;;) {
+		/* One event only: the kernel's fds and ours take turns, so
+		 * neither starves the other (the kernel's round robin). */
+		if (max == 1 && (ep->kernel_first = !ep->kernel_first)) {
+			k = ep_kernel(epfd, events, 1);
+			if (k > 0) {
+				ep->quiet = false;
+				return k;
+			}
+		}
 		/* one slot always left for the kernel's own fds */
 		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max,
 				false);
@@ -1223,15 +1275,18 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 {
 	struct ep_set *ep;
 
+	int rc = 0;
+
 	*handled = false;
-	if (!xs_enter() || !(ep = ep_lookup(epfd)) || max <= 0 || !events)
+	if (!xs_enter() || max <= 0 || !events || !(ep = ep_hold(epfd)))
 		return 0;
 	pthread_mutex_lock(&ep->lock);
 	*handled = ep->nr > 0;
 	pthread_mutex_unlock(&ep->lock);
-	if (!*handled)
-		return 0;
-	return ep_wait(epfd, ep, events, max, deadline, sigmask);
+	if (*handled)
+		rc = ep_wait(epfd, ep, events, max, deadline, sigmask);
+	XS_SAVE_ERRNO(ep_put(ep));
+	return rc;
 }
 
 XS_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
