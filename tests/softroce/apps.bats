@@ -19,6 +19,9 @@ setup_file()
 
 LIB=build/libxsock.so
 PY=tests/tools
+# seconds of each idle CPU measurement (ticks of 1/100 s: 20 s keeps the
+# run-to-run noise of the emulated guests well under the 1 % bound)
+IDLE_S=20
 
 # redis_up NAME [ARGS...] - redis-server under xsock on the server side,
 # its log in NAME.log, counters in NAME.stats, data in NAME.d/.
@@ -276,7 +279,7 @@ b'\$1\r\n3\r\n'" ]]
 }
 
 # idle_ticks NAME PRELOAD - CPU ticks (1/CLK_TCK s) that redis-server NAME
-# (already up on $port) spends in 10 s with 50 idle redis-benchmark
+# (already up on $port) spends in $IDLE_S s with 50 idle redis-benchmark
 # connections open; PRELOAD 1 runs the clients under xsock.
 idle_ticks()
 {
@@ -296,11 +299,11 @@ idle_ticks()
 	hz=$("$XS_REMOTE" getconf CLK_TCK)
 	sleep 2 # past the spin window of the last request
 	t0=$("$XS_REMOTE" awk '{ print $14 + $15 }' "/proc/$pid/stat")
-	sleep 10
+	sleep "$IDLE_S"
 	t1=$("$XS_REMOTE" awk '{ print $14 + $15 }' "/proc/$pid/stat")
 	kill "$idle" 2>/dev/null || true
 	wait "$idle" || true
-	echo "$name: $clients clients, $((t1 - t0)) ticks of 1/$hz s in 10 s" >&2
+	echo "$name: $clients clients, $((t1 - t0)) ticks of 1/$hz s in $IDLE_S s" >&2
 	((clients >= 51)) || return 1
 	echo $((t1 - t0))
 }
@@ -323,12 +326,12 @@ idle_ticks()
 	# the 50 idle clients were RDMA (the plain redis-cli that counted them not)
 	[[ $(stat redisidle rdma) -ge 50 && $(stat redisidle accepts) -ge 50 ]]
 	local pk px
-	pk=$(awk -v t="$kernel" -v hz="$hz" 'BEGIN { printf "%.1f", t * 100 / hz / 10 }')
-	px=$(awk -v t="$xsock" -v hz="$hz" 'BEGIN { printf "%.1f", t * 100 / hz / 10 }')
-	note "idle redis-server, 50 connections open, CPU over 10 s: kernel TCP $pk %, xsock over RDMA $px %" \
+	pk=$(awk -v t="$kernel" -v hz="$hz" -v s="$IDLE_S" 'BEGIN { printf "%.1f", t * 100 / hz / s }')
+	px=$(awk -v t="$xsock" -v hz="$hz" -v s="$IDLE_S" 'BEGIN { printf "%.1f", t * 100 / hz / s }')
+	note "idle redis-server, 50 connections open, CPU over $IDLE_S s: kernel TCP $pk %, xsock over RDMA $px %" \
 		"(redis' own 10 Hz serverCron under emulation; no spinning)"
-	# at most 1 % more than the kernel's: what is left is redis' own cron
-	((xsock <= kernel + hz / 10))
+	# at most 1 % of a CPU above kernel TCP's figure
+	((xsock <= kernel + hz * IDLE_S / 100))
 }
 
 @test "apps: memcached under xsock passes every memccapable check that kernel TCP passes; memcslap, memcaslap (verified) and memcstat over RDMA" {
