@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "stream.h"
 #include "core_int.h"
 
 static int conn_set_nonblock(int fd)
@@ -534,6 +535,7 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 	struct rdma_cm_event *ev;
 	int rc = 0;
 
+	xs_stream_news_bump(); /* what is left queued stays readable */
 	xs_tls_depth++;
 	while (!l->ready) {
 		rc = conn_next_event(l->ch, deadline, &ev);

@@ -28,9 +28,10 @@ bool xs_sock_polled(struct xs_sock *s)
 	return kind == XS_KIND_LISTEN && s->listener && xs_sock_mine(s);
 }
 
-unsigned int xs_sock_poll_events(struct xs_sock *s, bool drain)
+unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 {
 	unsigned int ev, out = 0;
+	bool drain = how & XS_POLL_DRAIN;
 	int ready;
 
 	if (xs_sock_kind(s) == XS_KIND_PENDING ||
@@ -38,7 +39,11 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, bool drain)
 		return 0; /* connecting; or decided for TCP: the kernel's */
 	xs_tls_depth++;
 	if (xs_sock_kind(s) == XS_KIND_RDMA) {
-		ev = xs_stream_events(s->stream, drain);
+		ev = xs_stream_events(
+			s->stream,
+			(drain ? XS_STREAM_DRAIN : 0) |
+				(how & XS_POLL_ARM ? XS_STREAM_ARM : 0));
+		out |= ev & XS_EV_STARVED ? XS_POLL_STARVED : 0;
 		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
 		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;
 		out |= ev & XS_EV_ERR ? POLLERR : 0;
@@ -85,4 +90,9 @@ unsigned long xs_sock_poll_gen(struct xs_sock *s)
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0;
 	return atomic_load_explicit(&s->stream->gen, memory_order_relaxed);
+}
+
+unsigned long xs_sock_news(void)
+{
+	return xs_stream_news();
 }

@@ -98,11 +98,28 @@ static uint64_t stream_deadline(int timeout_ms)
 	return xs_now_us() + (uint64_t)timeout_ms * 1000u;
 }
 
+/* Moves whenever some stream's state may have changed other than by a
+ * look that found nothing: see xs_stream_news(). */
+static atomic_ulong stream_news_ctr;
+
+void xs_stream_news_bump(void)
+{
+	atomic_fetch_add_explicit(&stream_news_ctr, 1, memory_order_relaxed);
+}
+
+#define stream_news() xs_stream_news_bump()
+
+unsigned long xs_stream_news(void)
+{
+	return atomic_load_explicit(&stream_news_ctr, memory_order_relaxed);
+}
+
 int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 {
 	pthread_condattr_t ca;
 	uint32_t i;
 
+	stream_news(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
 	s->tx_credits = c->peer.credits;
@@ -131,6 +148,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 
 static void stream_reset(struct xs_stream *s, const char *why)
 {
+	stream_news();
 	if (s->error)
 		return;
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
@@ -327,6 +345,17 @@ static void stream_send_fin(struct xs_stream *s);
 static void stream_return_credits(struct xs_stream *s);
 static void stream_rndv_progress(struct xs_stream *s);
 
+/* What waits on state rather than on a completion: regions to READ or
+ * release, a FIN that shutdown() left waiting for a credit. Called with
+ * s->lock held. */
+static void stream_progress(struct xs_stream *s)
+{
+	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
+		stream_rndv_progress(s);
+	if (s->wr_shut && !s->fin_sent)
+		stream_send_fin(s);
+}
+
 /*
  * Reap completions without waiting, then send a FIN that shutdown() left
  * waiting for a credit. Called with s->lock held.
@@ -334,6 +363,7 @@ static void stream_rndv_progress(struct xs_stream *s);
 static int stream_poll_cq(struct xs_stream *s)
 {
 	struct ibv_wc wc[STREAM_CQ_BATCH];
+	bool armed = s->cq_armed;
 	int n, i;
 
 	n = ibv_poll_cq(s->c->cq, STREAM_CQ_BATCH, wc);
@@ -341,12 +371,13 @@ static int stream_poll_cq(struct xs_stream *s)
 		stream_reset(s, "ibv_poll_cq failed");
 		return 0;
 	}
+	/* armed before this poll, and the CQ is empty now */
+	s->cq_quiet = armed && n < STREAM_CQ_BATCH;
+	if (n)
+		stream_news();
 	for (i = 0; i < n; i++)
 		stream_on_wc(s, &wc[i]);
-	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
-		stream_rndv_progress(s);
-	if (s->wr_shut && !s->fin_sent)
-		stream_send_fin(s);
+	stream_progress(s);
 	if (n)
 		pthread_cond_broadcast(&s->cond); /* a follower's news too */
 	return n;
@@ -359,6 +390,7 @@ static void stream_cm_events(struct xs_stream *s)
 	struct rdma_cm_event *ev;
 
 	while (rdma_get_cm_event(s->c->ch, &ev) == 0) {
+		stream_news();
 		if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
 			/* The peer's last messages (its FIN) completed
 			 * before it disconnected: reap them first. */
@@ -386,6 +418,7 @@ static int stream_arm(struct xs_stream *s)
 	if (ibv_req_notify_cq(s->c->cq, 0))
 		return -1;
 	s->cq_armed = true;
+	s->cq_quiet = false; /* what came before the arm raised no event */
 	return 0;
 }
 
@@ -410,6 +443,7 @@ static void stream_cq_event(struct xs_stream *s)
 	if (!got)
 		return;
 	s->cq_armed = false;
+	s->cq_quiet = false;
 	if (stream_arm(s))
 		stream_reset(s, "ibv_req_notify_cq failed");
 }
@@ -861,6 +895,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	struct xs_msg m;
 	int rc = 0;
 
+	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	max = c->peer.eager_size - XS_WIRE_MSG_LEN;
 	/* Rendezvous when we can expose regions and the peer READs them */
@@ -1013,6 +1048,7 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	bool peek = flags & XS_RECV_PEEK;
 	int rc = 0;
 
+	stream_news(); /* a call: readiness may change */
 	if (total == 0)
 		return 0;
 	pthread_mutex_lock(&s->lock);
@@ -1052,6 +1088,7 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 {
 	int rc;
 
+	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->rd_shut = true;
@@ -1116,15 +1153,25 @@ int xs_stream_wait_fds(struct xs_stream *s, int fds[2])
 	return 2;
 }
 
-unsigned int xs_stream_events(struct xs_stream *s, bool drain)
+unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 {
 	unsigned int ev = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (drain && !s->polling)
+	if ((how & XS_STREAM_DRAIN) && !s->polling)
 		stream_drain_channels(s);
-	stream_poll_cq(s);
+	if ((how & XS_STREAM_ARM) && stream_arm(s))
+		stream_reset(s, "ibv_req_notify_cq failed");
+	/* An idle connection's look costs no CQ poll: what completed since
+	 * its last empty poll raised an event, and its channel fd, quiet a
+	 * moment ago, wakes the caller's sleep if it did just now. */
+	if (!(how & XS_STREAM_DRAIN) && s->cq_quiet)
+		stream_progress(s);
+	else
+		stream_poll_cq(s);
 	stream_return_credits(s);
+	if ((how & XS_STREAM_ARM) && s->pool_starved)
+		ev |= XS_EV_STARVED;
 	if ((s->rxq_len && stream_rx_ready(&s->rxq[s->rxq_head])) ||
 	    s->peer_fin || s->rd_shut)
 		ev |= XS_EV_IN;
@@ -1162,6 +1209,7 @@ int xs_stream_take_error(struct xs_stream *s)
 {
 	int rc = 0;
 
+	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	if (s->error_pending) {
 		s->error_pending = false;
@@ -1205,6 +1253,7 @@ int xs_stream_linger(struct xs_stream *s, int timeout_ms)
 	uint64_t deadline = stream_deadline(timeout_ms);
 	int rc = 0;
 
+	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
 	while (!stream_done(s) && rc == 0)
@@ -1218,6 +1267,7 @@ void xs_stream_abort(struct xs_stream *s)
 {
 	bool live;
 
+	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	live = !s->error && !s->peer_gone && !s->rst_sent;
 	/* From here on nothing but the RESET goes out: a FIN that waits
@@ -1244,6 +1294,7 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 	struct xs_dev *dev;
 	uint32_t i, nr_rx;
 
+	stream_news(); /* a call: readiness may change */
 	if (!s->c)
 		return;
 	dev = s->c->dev;
@@ -1277,6 +1328,7 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 
 void xs_stream_abandon(struct xs_stream *s)
 {
+	stream_news(); /* a call: readiness may change */
 	if (!s->c)
 		return;
 	free(s->c->rx);

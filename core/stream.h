@@ -107,6 +107,9 @@ struct xs_stream {
 	bool cq_armed; /* a CQ event was asked for and not read yet: arming
 			* again is a no-op, and only then can the completion
 			* channel hold an event (saves a system call each) */
+	bool cq_quiet; /* armed, then polled empty: every completion since
+			* raised a channel event, so a look that saw the
+			* channel fd quiet need not poll the CQ */
 	/* send side */
 	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
 	uint32_t tx_inflight;	   /* signaled WRs posted, not completed */
@@ -204,16 +207,28 @@ int xs_stream_shutdown(struct xs_stream *s, int how);
 size_t xs_stream_inq(struct xs_stream *s);
 size_t xs_stream_outq(struct xs_stream *s);
 
+/* xs_stream_events() @how bits */
+#define XS_STREAM_DRAIN 0x1 /* drain the channel fds (two system calls) */
+#define XS_STREAM_ARM	0x2 /* arm the CQ before looking */
+/* xs_stream_events() result bit beside the XS_EV_* ones */
+#define XS_EV_STARVED 0x10000 /* with XS_STREAM_ARM: see xs_stream_arm() */
+
 /**
  * xs_stream_events() - readiness as poll(2) would report it, after
  *                      reaping completions without waiting
- * @s:     stream
- * @drain: also drain the channel fds (two system calls). A caller that
- *         knows they are not readable (its epoll set of them said so)
- *         passes false: one left readable only wakes its next sleep.
- * Return: XS_EV_* bits.
+ * @s:   stream
+ * @how: XS_STREAM_DRAIN: also drain the channel fds. A caller that knows
+ *       they are not readable (its epoll set of them said so a moment
+ *       ago) leaves it out: one left readable only wakes its next sleep,
+ *       and a CQ that is armed and was polled empty since is not polled
+ *       again (any completion since raised a channel event).
+ *       XS_STREAM_ARM: arm the CQ first, as xs_stream_arm(), so that news
+ *       after this look makes a channel fd readable: the look before a
+ *       sleep, in one lock.
+ * Return: XS_EV_* bits; XS_EV_STARVED with XS_STREAM_ARM when the stream
+ *         waits for pool memory (sleep at most 1 ms).
  */
-unsigned int xs_stream_events(struct xs_stream *s, bool drain);
+unsigned int xs_stream_events(struct xs_stream *s, unsigned int how);
 
 /**
  * xs_stream_arm() - ask for a completion event on the next completion
@@ -235,6 +250,20 @@ int xs_stream_arm(struct xs_stream *s);
  * Return: 2.
  */
 int xs_stream_wait_fds(struct xs_stream *s, int fds[2]);
+
+/**
+ * xs_stream_news() - a process-wide counter that moves whenever any
+ *                    stream's state may have changed: completions or CM
+ *                    events reaped, a reset, a call on a stream (send,
+ *                    recv, shutdown, close...). A wait whose last look found
+ *                    nothing ready, with every CQ armed, need not look
+ *                    again while it stays put: news since would have made a
+ *                    channel fd readable.
+ */
+unsigned long xs_stream_news(void);
+
+/* xs_stream_news_bump() - move that counter (a listener's accept too) */
+void xs_stream_news_bump(void);
 
 /**
  * xs_stream_take_error() - getsockopt(SO_ERROR): the reset not yet

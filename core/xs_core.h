@@ -432,19 +432,31 @@ static inline void xs_sock_set_nonblock(struct xs_sock *s, bool on)
  */
 bool xs_sock_polled(struct xs_sock *s);
 
+/* xs_sock_poll_events() @how bits */
+#define XS_POLL_DRAIN 0x1 /* drain the channel fds too (system calls) */
+#define XS_POLL_ARM   0x2 /* arm first, as xs_sock_poll_arm() */
+/* xs_sock_poll_events() result bit beside the poll(2) ones */
+#define XS_POLL_STARVED 0x10000 /* with XS_POLL_ARM: sleep at most 1 ms */
+
 /**
  * xs_sock_poll_events() - @s's readiness, as poll(2) revents
- * @s:     socket for which xs_sock_polled() holds
- * @drain: drain an RDMA socket's channel fds too (system calls); false
- *         when the caller saw them not readable a moment ago
+ * @s:   socket for which xs_sock_polled() holds
+ * @how: XS_POLL_DRAIN: drain an RDMA socket's channel fds too (system
+ *       calls); left out when the caller saw them not readable a moment
+ *       ago, which also spares an idle connection's CQ poll.
+ *       XS_POLL_ARM: request a completion event first (the look just
+ *       before a sleep on xs_sock_poll_fds(): news after it wakes the
+ *       sleep).
  *
  * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
  * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,
  * POLLERR, as tcp_poll(). Listener: POLLIN when an RDMA connection waits
  * to be accepted (the kernel fd answers for the others). Reaps
  * completions and drains the channel fds; never blocks.
+ * Return: the revents bits; with XS_POLL_ARM, XS_POLL_STARVED too when
+ *         @s waits for pool memory (see xs_sock_poll_arm()).
  */
-unsigned int xs_sock_poll_events(struct xs_sock *s, bool drain);
+unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how);
 
 /**
  * xs_sock_poll_fds() - fds that turn readable when @s may have news
@@ -461,6 +473,15 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[2]);
  * @s: socket for which xs_sock_polled() holds
  */
 unsigned long xs_sock_poll_gen(struct xs_sock *s);
+
+/**
+ * xs_sock_news() - a process-wide counter that moves whenever the
+ *                  readiness of any xsock socket may have changed other
+ *                  than through its channel fds (a call on it, completions
+ *                  reaped by another thread, a reset, an accept); see
+ *                  xs_stream_news()
+ */
+unsigned long xs_sock_news(void);
 
 /**
  * xs_sock_poll_arm() - request a completion event before sleeping on the

@@ -30,6 +30,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,7 +128,8 @@ static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 		short rev = kernel_revents ? kernel_revents[i] : 0;
 
 		if (socks[i])
-			rev |= (short)(xs_sock_poll_events(socks[i], true) &
+			rev |= (short)(xs_sock_poll_events(socks[i],
+							   XS_POLL_DRAIN) &
 				       (fds[i].events | POLL_ALWAYS));
 		fds[i].revents = rev;
 		ready += rev != 0;
@@ -514,6 +516,10 @@ struct ep_set {
 	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
 	bool in_app; /* the inner set is in the application's set */
 	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
+	/* the last armed look found nothing ready, and xs_sock_news() was
+	 * idle_news when it began: see ep_wait() */
+	_Atomic bool idle_valid;
+	_Atomic unsigned long idle_news;
 	_Atomic bool kernel_first; /* maxevents 1: whose turn it is */
 	/* waits inside ep_wait(), and whether the epoll fd was closed
 	 * meanwhile: the last of them frees the set (ep_table_lock) */
@@ -837,9 +843,11 @@ static void ep_settle(int epfd, struct ep_set *ep)
 
 		if (!s) {
 			ep_remove(ep, m, false);
+			ep->idle_valid = false;
 			continue;
 		}
 		if (m->connecting && !xs_sock_connecting(s)) {
+			ep->idle_valid = false;
 			ep_decided(epfd, ep, s); /* may move members */
 			xs_sock_put(s);
 			i = 0; /* look again from the start */
@@ -944,6 +952,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	default:
 		err = -EINVAL;
 	}
+	ep->idle_valid = false; /* the kernel looks again at a change */
 	ep_nest_sync(epfd, ep);
 	if (!err && op == EPOLL_CTL_ADD && ep->nested)
 		(void)xs_sock_poll_arm(s); /* news wakes the outer waiter */
@@ -1033,6 +1042,8 @@ static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
 
 	if (nchan >= EP_CHAN_BATCH)
 		return true;
+	if (nchan == 0)
+		return false;
 	nfds = xs_sock_poll_fds(s, fds);
 	for (k = 0; k < nfds; k++)
 		for (i = 0; i < nchan; i++)
@@ -1041,51 +1052,68 @@ static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
 	return false;
 }
 
+/* ep_collect() @how bits */
+#define EP_PEEK	  0x1 /* only count what would be reported */
+#define EP_ARM	  0x2 /* arm each member as it is looked at */
+#define EP_NOCHAN 0x4 /* take no channel fd for readable: no look at them */
+
 /*
  * Ready xsock members into @out (at most @max), starting where the last
  * collection stopped so that no member starves. Drops members whose fd
  * was closed behind epoll's back, as the kernel's close removes them.
  *
  * One look at the inner set tells whose channel fds are readable: only
- * those are drained (system calls); the others' completions are reaped
- * from their CQs, which costs none. An idle set of N connections then
- * costs a few system calls a wait, not 2N.
+ * those are drained (system calls) and have their CQs polled; an idle
+ * member's look is a lock and a few loads. An idle set of N connections
+ * then costs a few system calls a wait, not 2N.
  *
- * @peek: only count the members that would be reported (@out unused),
- * changing no EPOLLET or EPOLLONESHOT state: what a poll of the epoll fd
- * itself asks.
+ * @how: EP_PEEK: only count the members that would be reported (@out
+ * unused), changing no EPOLLET or EPOLLONESHOT state: what a poll of the
+ * epoll fd itself asks. EP_ARM: the look before a sleep; each member's CQ
+ * is armed before it is looked at, so news after its look makes a channel
+ * fd readable (members whose EPOLLONESHOT fired are not armed).
+ * EP_NOCHAN: the caller knows that no channel fd is readable (a sleep on
+ * the inner set just said so), or sleeps on them next, which one that is
+ * readable ends at once: the inner set is not looked at (a system call).
+ * @starved: set when an armed member waits for pool memory (may be NULL).
  */
 static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
-		      int max, bool peek)
+		      int max, unsigned int how, bool *starved)
 {
 	struct epoll_event chan[EP_CHAN_BATCH];
+	bool peek = how & EP_PEEK;
 	size_t seen, start;
 	int n = 0, nchan;
 
 	pthread_mutex_lock(&ep->lock);
 	ep_settle(epfd, ep); /* closed members and decided connects first */
-	nchan = XS_CALL(epoll_wait, ep->inner, chan, EP_CHAN_BATCH, 0);
-	if (nchan < 0)
-		nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
+	nchan = 0;
+	if (!(how & EP_NOCHAN)) {
+		nchan = XS_CALL(epoll_wait, ep->inner, chan, EP_CHAN_BATCH, 0);
+		if (nchan < 0)
+			nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
+	}
 	start = ep->nr ? ep->cursor % ep->nr : 0;
 	for (seen = 0; seen < ep->nr && n < max; seen++) {
 		size_t i = (start + seen) % ep->nr;
 		struct ep_member *m = &ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
 		uint32_t want, ready;
+		unsigned int look;
 		unsigned long gen;
-		bool drain;
 
 		if (!s)
 			continue; /* closed this instant: next round drops it */
-		drain = ep_chan_ready(s, chan, nchan);
+		look = ep_chan_ready(s, chan, nchan) ? XS_POLL_DRAIN : 0;
 		if (m->disabled) {
 			/* no report, but its channel fds are drained here
 			 * too: left readable, they would wake every sleep */
-			(void)xs_sock_poll_events(s, drain);
+			(void)xs_sock_poll_events(s, look);
 			xs_sock_put(s);
 			continue;
 		}
+		if (how & EP_ARM)
+			look |= XS_POLL_ARM;
 		want = (m->events &
 			(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
 		       EPOLLERR | EPOLLHUP;
@@ -1094,7 +1122,10 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		 * this call reaped was reported again by the next wait.)
 		 * One reaped by another thread in between is in the
 		 * stream already: the reader this event wakes finds it. */
-		ready = xs_sock_poll_events(s, drain) & want;
+		ready = xs_sock_poll_events(s, look);
+		if ((ready & XS_POLL_STARVED) && starved)
+			*starved = true;
+		ready &= want;
 		gen = xs_sock_poll_gen(s);
 		xs_sock_put(s);
 		if ((m->events & EPOLLET) && ready) {
@@ -1129,27 +1160,6 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	return n;
 }
 
-/* Arm every member; true when one waits for pool memory (see
- * xs_sock_poll_arm()). */
-static bool ep_arm(struct ep_set *ep)
-{
-	struct xs_sock *s;
-	bool starved = false;
-	size_t i;
-
-	pthread_mutex_lock(&ep->lock);
-	for (i = 0; i < ep->nr; i++) {
-		if (ep->m[i].disabled)
-			continue; /* EPOLLONESHOT fired: nothing to wake for */
-		s = ep_member_sock(&ep->m[i]);
-		if (s)
-			starved |= xs_sock_poll_arm(s);
-		xs_sock_put(s);
-	}
-	pthread_mutex_unlock(&ep->lock);
-	return starved;
-}
-
 /* The kernel's ready entries of the application's set @epfd, without
  * the inner set's own (epoll_wait's return). */
 static int ep_kernel(int epfd, struct epoll_event *ev, int max)
@@ -1170,10 +1180,9 @@ static void ep_nest_after(int epfd, struct ep_set *ep, bool ready)
 {
 	if (!ep->nested)
 		return;
-	if (!ready) {
-		(void)ep_arm(ep);
-		ready = ep_collect(epfd, ep, NULL, INT_MAX, true) > 0;
-	}
+	if (!ready)
+		ready = ep_collect(epfd, ep, NULL, INT_MAX, EP_PEEK | EP_ARM,
+				   NULL) > 0;
 	pthread_mutex_lock(&ep->lock);
 	ep_nest_mark(ep, ready);
 	pthread_mutex_unlock(&ep->lock);
@@ -1200,20 +1209,80 @@ static void ep_nest_check(int fd)
 		ep_nest_refresh(fd, ep);
 }
 
+/* Microseconds in @ts, and back. */
+static uint64_t ep_ts_us(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000u + (uint64_t)ts->tv_nsec / 1000u;
+}
+
+static void ep_us_ts(uint64_t us, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(us / 1000000u);
+	ts->tv_nsec = (long)(us % 1000000u) * 1000;
+}
+
+/*
+ * Sleep in ppoll(2) on @pfd for at most @ts (NULL: no limit). The system
+ * call itself, not glibc's wrapper: the kernel writes the time left back
+ * into @ts (the wrapper hides that), so a wait needs no clock reads of
+ * its own, which cost a trap each where the clock source is not the
+ * vDSO's (hpet). Still a cancellation point, as epoll_wait is.
+ */
+static int ep_sleep(struct pollfd pfd[2], struct timespec *ts,
+		    const sigset_t *sigmask)
+{
+	int old, rc;
+
+	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
+	rc = (int)syscall(SYS_ppoll, pfd, 2, ts, sigmask, _NSIG / 8);
+	pthread_setcanceltype(old, NULL);
+	return rc;
+}
+
+/*
+ * The emulated epoll_wait on a set with xsock members. @timeout: relative,
+ * NULL for none. Return: as epoll_wait(2).
+ */
 static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
-		   int max, uint64_t deadline, const sigset_t *sigmask)
+		   int max, const struct timespec *timeout,
+		   const sigset_t *sigmask)
 {
 	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
 				 { ep->inner, POLLIN, 0 } };
-	/* Spin only while there is traffic: a wait after one that slept
-	 * and timed out with nothing sleeps at once, so an idle loop (redis'
-	 * 10 Hz cron) costs a look and a sleep a turn, not a spin. */
-	uint64_t spin_until = ep->quiet ? 0 : poll_now_us() + poll_spin_us();
-	struct timespec ts;
-	bool starved, slept = false;
+	bool zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
+	struct timespec left = { 0, 0 }, nap, *sleep_ts;
+	uint64_t start = 0, spin_us = 0, total = 0, spun;
+	bool starved, arm, slept = false;
+	/* what is known not readable without asking: after a sleep, what
+	 * it said; an idle set's first look, what the sleep that follows
+	 * it will tell (a readable fd ends it at once) */
+	bool inner_quiet = ep->quiet && !zero, kernel_quiet = inner_quiet;
+	/* An idle set whose last look, armed, found nothing: while no socket
+	 * had news that bypasses the channel fds (a call, completions reaped
+	 * elsewhere), any news since made a channel fd readable, so the
+	 * sleep alone tells; redis' idle cron then costs one system call a
+	 * turn, as over kernel TCP. */
+	bool skip_look = inner_quiet && !ep->nested && ep->idle_valid &&
+			 xs_sock_news() == ep->idle_news;
+	unsigned long news = 0;
 	int n, nx, k;
 
+	if (timeout) {
+		left = *timeout;
+		total = ep_ts_us(timeout);
+	}
+	/* Spin only while there is traffic: a wait after one that slept
+	 * and timed out with nothing sleeps at once, so an idle loop (redis'
+	 * 10 Hz cron) costs one look and a sleep a turn, not a spin, and
+	 * reads no clock. */
+	if (!ep->quiet && !zero && (spin_us = poll_spin_us()))
+		start = poll_now_us();
 	for (;;) {
+		if (skip_look) {
+			skip_look = false;
+			starved = false;
+			goto sleep;
+		}
 		/* One event only: the kernel's fds and ours take turns, so
 		 * neither starves the other (the kernel's round robin). */
 		if (max == 1 && (ep->kernel_first = !ep->kernel_first)) {
@@ -1223,55 +1292,89 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 				return k;
 			}
 		}
+		/* Past the spin, the look arms as it goes: what comes after
+		 * it makes a channel fd readable and ends the sleep. */
+		arm = !zero;
+		if (spin_us) {
+			spun = poll_now_us() - start;
+			if (spun < spin_us && (!timeout || spun < total)) {
+				arm = false;
+			} else { /* the spin's time comes off the timeout */
+				spin_us = 0;
+				if (timeout)
+					ep_us_ts(spun < total ? total - spun
+							      : 0,
+						 &left);
+			}
+		}
+		starved = false;
+		news = xs_sock_news();
 		/* one slot always left for the kernel's own fds */
 		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max,
-				false);
+				(arm ? EP_ARM : 0) |
+					(inner_quiet ? EP_NOCHAN : 0),
+				&starved);
 		n = nx;
-		if (n < max) {
+		if (n < max && (!kernel_quiet || n)) {
 			k = ep_kernel(epfd, events + n, max - n);
 			if (k < 0 && !n)
 				return -1;
 			n += k > 0 ? k : 0;
 		}
-		if (n || deadline == 0) {
+		if (n || zero) {
 			ep_nest_after(epfd, ep, nx > 0);
 			if (n || slept)
 				ep->quiet = !n;
+			if (n)
+				ep->idle_valid = false;
 			return n;
 		}
-		if (poll_now_us() < spin_until && poll_now_us() < deadline)
+		if (!arm)
 			continue;
-		starved = ep_arm(ep);
-		n = ep_collect(epfd, ep, events, max, false);
-		if (n) {
-			ep_nest_after(epfd, ep, true);
-			ep->quiet = false;
-			k = ep_kernel(epfd, events + n, max - n);
-			return k > 0 ? n + k : n;
-		}
+		ep->idle_news = news;
+		ep->idle_valid = !starved;
+	sleep:
 		pthread_mutex_lock(&ep->lock);
 		ep_nest_mark(ep, false); /* armed: news wakes outer waiters */
 		pthread_mutex_unlock(&ep->lock);
-		k = xs_real.ppoll(
-			pfd, 2,
-			poll_left(starved ? poll_soon(deadline) : deadline,
-				  &ts),
-			sigmask);
+		sleep_ts = timeout ? &left : NULL;
+		if (starved && (!timeout || ep_ts_us(&left) > 1000)) {
+			/* pool backpressure: no fd announces a free buffer,
+			 * look again within 1 ms */
+			ep_us_ts(1000, &nap);
+			sleep_ts = &nap;
+		}
+		pfd[0].revents = pfd[1].revents = 0;
+		k = ep_sleep(pfd, sleep_ts, sigmask);
 		if (k < 0)
 			return -1;
 		slept = true;
-		/* The channel fds that woke us are drained by ep_collect.
-		 * Past the deadline even when the sleep did not time out:
+		inner_quiet = !pfd[1].revents;
+		kernel_quiet = !pfd[0].revents;
+		if (sleep_ts == &nap && timeout)
+			ep_us_ts(ep_ts_us(&left) - (1000 - ep_ts_us(&nap)),
+				 &left);
+		if (!timeout || left.tv_sec || left.tv_nsec)
+			continue; /* the fds that woke us: drained by the look */
+		/* Timed out with neither fd readable: every member was armed
+		 * and looked at before the sleep, so none has news (the
+		 * kernel's ep_poll() timing out). Unless one waits for pool
+		 * memory, which no fd announces. */
+		if (k == 0 && !starved) {
+			ep_nest_after(epfd, ep, false);
+			ep->quiet = true;
+			return 0;
+		}
+		/* Past the deadline even when the sleep did not time out:
 		 * a channel fd whose news changed no member's readiness
 		 * ends it early, again and again. */
-		if (deadline != POLL_FOREVER && poll_now_us() >= deadline)
-			deadline = 0; /* one last look, then 0 */
+		zero = true; /* one last look, then 0 */
 	}
 }
 
 static int ep_wait_common(int epfd, struct epoll_event *events, int max,
-			  uint64_t deadline, const sigset_t *sigmask,
-			  bool *handled)
+			  const struct timespec *timeout,
+			  const sigset_t *sigmask, bool *handled)
 {
 	struct ep_set *ep;
 
@@ -1284,7 +1387,7 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 	*handled = ep->nr > 0;
 	pthread_mutex_unlock(&ep->lock);
 	if (*handled)
-		rc = ep_wait(epfd, ep, events, max, deadline, sigmask);
+		rc = ep_wait(epfd, ep, events, max, timeout, sigmask);
 	XS_SAVE_ERRNO(ep_put(ep));
 	return rc;
 }
@@ -1301,11 +1404,11 @@ XS_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 			  int timeout_ms, const sigset_t *sigmask)
 {
+	struct timespec ts = { timeout_ms / 1000,
+			       timeout_ms % 1000 * 1000000L };
 	bool handled;
 	int rc = ep_wait_common(epfd, events, maxevents,
-				timeout_ms == 0 ? 0
-						: poll_deadline_ms(timeout_ms),
-				sigmask, &handled);
+				timeout_ms < 0 ? NULL : &ts, sigmask, &handled);
 
 	return handled ? rc
 		       : XS_CALL(epoll_pwait, epfd, events, maxevents,
@@ -1323,12 +1426,8 @@ XS_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 		return xs_no_symbol();
 	if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
 			 timeout->tv_nsec < 1000000000))
-		rc = ep_wait_common(epfd, events, maxevents,
-				    timeout && !timeout->tv_sec &&
-						    !timeout->tv_nsec
-					    ? 0
-					    : poll_deadline_ts(timeout),
-				    sigmask, &handled);
+		rc = ep_wait_common(epfd, events, maxevents, timeout, sigmask,
+				    &handled);
 	return handled ? rc
 		       : xs_real.epoll_pwait2(epfd, events, maxevents, timeout,
 					      sigmask);
