@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include "pool.h"
+#include "stats.h"
 #include "xs_core.h"
 
 static int pool_verbs_reg(void *pd, void *addr, size_t len, uint32_t *lkey,
@@ -26,12 +27,16 @@ static int pool_verbs_reg(void *pd, void *addr, size_t len, uint32_t *lkey,
 		return -errno; /* libibverbs: NULL and errno */
 	*lkey = m->lkey;
 	*mr = m;
+	xs_stats_registered((long)len);
 	return 0;
 }
 
 static void pool_verbs_dereg(void *mr)
 {
-	ibv_dereg_mr(mr);
+	long len = (long)((struct ibv_mr *)mr)->length;
+
+	if (ibv_dereg_mr(mr) == 0)
+		xs_stats_registered(-len);
 }
 
 const struct xs_pool_ops xs_pool_verbs_ops = {

@@ -21,6 +21,23 @@ static const char *const stats_kind_names[XS_KIND__COUNT] = {
 	[XS_KIND_RDMA] = "rdma",
 };
 
+void xs_stats_registered(long delta)
+{
+	unsigned long now, peak;
+
+	now = atomic_fetch_add_explicit(&xs_stats.mr_bytes,
+					(unsigned long)delta,
+					memory_order_relaxed) +
+	      (unsigned long)delta;
+	peak = atomic_load_explicit(&xs_stats.mr_bytes_peak,
+				    memory_order_relaxed);
+	while (delta > 0 && now > peak &&
+	       !atomic_compare_exchange_weak_explicit(
+		       &xs_stats.mr_bytes_peak, &peak, now,
+		       memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 void xs_stats_dump(void)
 {
 	const struct xs_config *cfg = xs_core_cfg();
@@ -60,6 +77,11 @@ void xs_stats_dump(void)
 					"  rendezvous exposed %lu pulled %lu\n",
 					atomic_load(&xs_stats.rndv_exposed),
 					atomic_load(&xs_stats.rndv_pulled));
+	if (off < sizeof(buf))
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					"  registered bytes %lu peak %lu\n",
+					atomic_load(&xs_stats.mr_bytes),
+					atomic_load(&xs_stats.mr_bytes_peak));
 	if (off > sizeof(buf))
 		off = sizeof(buf);
 	if (cfg->stats == XS_STATS_FILE) {

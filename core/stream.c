@@ -697,6 +697,7 @@ static int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 		munmap(base, size);
 		return rc;
 	}
+	xs_stats_registered((long)size);
 	s->stage = base;
 	s->stage_chunk = chunk;
 	for (i = 0; i < XS_RNDV_REGIONS; i++)
@@ -714,8 +715,9 @@ static void stream_stage_fini(struct xs_stream *s, bool dereg)
 {
 	if (!s->stage)
 		return;
-	if (dereg)
-		ibv_dereg_mr(s->stage_mr);
+	if (dereg && ibv_dereg_mr(s->stage_mr) == 0)
+		xs_stats_registered(
+			-(long)((size_t)s->stage_chunk * XS_RNDV_REGIONS));
 	munmap(s->stage, (size_t)s->stage_chunk * XS_RNDV_REGIONS);
 	s->stage = NULL;
 	s->stage_mr = NULL;
