@@ -3,6 +3,9 @@
 # make            build build/libxsock.so and the test tools
 # make check      install missing packages, build, run every test tier
 # make asan       the same library built with -fsanitize=address,undefined
+# make bench      kernel TCP, xsock, rsocket and raw verbs side by side
+#                 (bench/run: tables, CSV and charts in bench/results/)
+# make bench-smoke  the same, every workload once and tiny (in make check)
 # make bench-passthrough   redis-benchmark with and without the library
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
@@ -26,14 +29,16 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CFG_OBJS := $(filter $(B)/obj/config/%,$(LIB_OBJS))
 CORE_OBJS := $(filter $(B)/obj/core/%,$(LIB_OBJS))
 
-TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c))
+TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c)) \
+	$(patsubst bench/tools/%.c,$(B)/tools/%,$(wildcard bench/tools/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
 
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
-	debug asan install uninstall clean lint format bench-passthrough demo
+	debug asan install uninstall clean lint format bench-passthrough demo \
+	bench bench-smoke
 
 all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
 
@@ -59,6 +64,12 @@ $(B)/tools/%: tests/tools/%.c
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -O1 -g $(SAN) \
 		-o $@ $< -lpthread
+
+$(B)/tools/%: bench/tools/%.c
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lpthread
 
 # Unit tests link the modules they test (config/ and core/ + the fd table).
 UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS) \
@@ -96,6 +107,7 @@ check: check-deps
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
 	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
+	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap tests/bench
 	$(Q)tests/summary $(B)/test-logs
 
 test: check
@@ -159,6 +171,14 @@ format:
 demo: check-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)tests/softroce/run --topology one --timeout 900 -- bench/demo-redis
+
+bench: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)bench/run
+
+bench-smoke: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)bench/run --smoke
 
 bench-passthrough: all
 	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so bench/passthrough
