@@ -1281,6 +1281,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		if (skip_look) {
 			skip_look = false;
 			starved = false;
+			news = ep->idle_news;
 			goto sleep;
 		}
 		/* One event only: the kernel's fds and ours take turns, so
@@ -1359,8 +1360,9 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		/* Timed out with neither fd readable: every member was armed
 		 * and looked at before the sleep, so none has news (the
 		 * kernel's ep_poll() timing out). Unless one waits for pool
-		 * memory, which no fd announces. */
-		if (k == 0 && !starved) {
+		 * memory, which no fd announces, or another thread took news
+		 * that bypassed the channel fds (its poll drained them). */
+		if (k == 0 && !starved && xs_sock_news() == news) {
 			ep_nest_after(epfd, ep, false);
 			ep->quiet = true;
 			return 0;
