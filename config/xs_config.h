@@ -97,6 +97,7 @@ struct xs_config {
 	char device[64];
 	enum xs_stats_mode stats;
 	char stats_path[PATH_MAX];
+	uint64_t publish;	  /* 0 or 1 */
 	struct xs_rules rule_set; /* parsed XSOCK_RULES file */
 };
 

@@ -264,6 +264,7 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->setup_us = xs_now_us();
 	xs_tls_depth++;
 	c->ch = rdma_create_event_channel();
 	if (!c->ch) {
@@ -319,6 +320,7 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		rc = -EPROTO; /* an rdma_cm server that is not xsock */
 		goto out_destroy;
 	}
+	c->setup_us = xs_now_us() - c->setup_us;
 	xs_tls_depth--;
 	*out = c;
 	return 0;
@@ -450,6 +452,7 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		goto out_reject;
 	c->id = cid;
 	c->peer = peer;
+	c->setup_us = xs_now_us();
 	cid->context = c;
 	rc = conn_setup_qp(c, &l->params);
 	if (rc)
@@ -501,6 +504,7 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 		return;
 	}
 	rdma_ack_cm_event(ev);
+	c->setup_us = xs_now_us() - c->setup_us;
 	/* From now on its events go to its own channel. */
 	c->ch = rdma_create_event_channel();
 	if (!c->ch || conn_set_nonblock(c->ch->fd) ||

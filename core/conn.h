@@ -77,6 +77,8 @@ struct xs_conn {
 	struct xs_hello local; /* what we announced */
 	struct xs_hello peer;  /* what the peer announced (validated) */
 	struct xs_conn *next;  /* a listener's ready queue */
+	uint64_t setup_us;     /* connect, or request to ESTABLISHED: us (while
+			    * setting up, the start time) */
 };
 
 struct xs_listener {

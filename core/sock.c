@@ -204,7 +204,7 @@ void xs_core_atfork_child(void)
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	/* The child counts its own sockets, not its parent's again. */
-	memset(&xs_stats, 0, sizeof(xs_stats));
+	xs_pub_fork_child();
 	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
 }
 
@@ -233,8 +233,10 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	if (!sock_free_list)
 		sock_slab_grow();
 	s = sock_free_list;
-	if (s)
+	if (s) {
 		sock_free_list = s->next_free;
+		s->pub = xs_pub_take(&s->pub_own);
+	}
 	sock_pool_unlock_all(&old);
 	if (!s)
 		return NULL;
@@ -397,6 +399,16 @@ void xs_core_exit(void)
 	xs_tls_depth--;
 }
 
+void xs_sock_live_sum(struct xs_shm_counters *sum)
+{
+	struct xs_sock *s;
+
+	pthread_mutex_lock(&sock_linger_lock);
+	for (s = sock_live; s; s = s->live_next)
+		xs_pub_sum(sum, s->pub);
+	pthread_mutex_unlock(&sock_linger_lock);
+}
+
 /*
  * Release the RDMA objects of a socket whose last fd is gone. A forked
  * child only frees its copy of the memory: the verbs and rdma_cm objects
@@ -417,6 +429,7 @@ static void sock_teardown(struct xs_sock *s)
 	if (s->stream) {
 		if (mine) {
 			sock_live_unlink(s);
+			xs_stream_unpublish(s->stream);
 			sock_close_stream(s->stream,
 					  atomic_load(&s->linger_ms));
 		} else {
@@ -452,6 +465,8 @@ void xs_sock_put(struct xs_sock *s)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
 	sock_teardown(s);
 	sock_pool_lock_all(&old);
+	xs_pub_give(s->pub, &s->pub_own);
+	s->pub = NULL;
 	s->next_free = sock_free_list;
 	sock_free_list = s;
 	sock_pool_unlock_all(&old);
@@ -465,6 +480,51 @@ enum xs_fallback_reason xs_sock_reason(struct xs_sock *s)
 	reason = s->reason;
 	pthread_mutex_unlock(&s->lock);
 	return (enum xs_fallback_reason)reason;
+}
+
+/* A slot address (core/xs_shm.h) from @sa: AF_INET or AF_INET6, else
+ * none (family 0). */
+static void sock_pub_addr(struct sockaddr_in6 *dst, const struct sockaddr *sa,
+			  socklen_t len)
+{
+	memset(dst, 0, sizeof(*dst));
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
+		memcpy(dst, sa, sizeof(struct sockaddr_in));
+	else if (sa->sa_family == AF_INET6 && len >= sizeof(*dst))
+		memcpy(dst, sa, sizeof(*dst));
+}
+
+/*
+ * Addresses of a socket the kernel carries, for xsock-stat: the local one
+ * from getsockname(2), the peer @peer (as connect() gave it) or, when
+ * NULL, from getpeername(2). errno is kept.
+ */
+static void sock_pub_kernel_addrs(struct xs_sock *s, int fd,
+				  const struct sockaddr *peer,
+				  socklen_t peer_len)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int err = errno;
+
+	if (xs_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+		sock_pub_addr(&s->pub->local, (struct sockaddr *)&ss, len);
+	if (!peer) {
+		len = sizeof(ss);
+		if (xs_real.getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
+			sock_pub_addr(&s->pub->peer, (struct sockaddr *)&ss,
+				      len);
+	} else {
+		sock_pub_addr(&s->pub->peer, peer, peer_len);
+	}
+	errno = err;
+}
+
+void xs_sock_set_fd(struct xs_sock *s, int fd)
+{
+	s->pub->fd = fd;
 }
 
 /*
@@ -482,6 +542,8 @@ static void sock_set_kind(struct xs_sock *s, enum xs_fd_kind kind, int reason)
 	if (old == kind)
 		return;
 	s->reason = reason;
+	s->pub->kind = (uint8_t)kind;
+	s->pub->reason = (uint8_t)reason;
 	xs_stats_inc(decided[kind]);
 	if (reason != XS_FB_NONE)
 		xs_stats_inc(fallback[reason]);
@@ -719,6 +781,14 @@ static int sock_attach(struct xs_sock *s, struct xs_conn *c)
 		     &s->local_len);
 	sock_addr_as(s->domain, rdma_get_peer_addr(c->id), &s->peer,
 		     &s->peer_len);
+	sock_pub_addr(&s->pub->local, (struct sockaddr *)&s->local,
+		      s->local_len);
+	sock_pub_addr(&s->pub->peer, (struct sockaddr *)&s->peer, s->peer_len);
+	snprintf(s->pub->device, sizeof(s->pub->device), "%s",
+		 ibv_get_device_name(c->id->verbs->device));
+	s->pub->qp_num = c->id->qp->qp_num;
+	s->pub->setup_us = c->setup_us;
+	xs_stream_publish(st, s->pub);
 	s->stream = st;
 	s->rdma_pid = getpid();
 	pthread_mutex_lock(&sock_linger_lock);
@@ -825,8 +895,11 @@ static void *sock_connect_main(void *arg)
 				    a->len) < 0 &&
 		    errno != EINPROGRESS)
 			s->connect_err = errno;
-		if (xs_sock_kind(s) == XS_KIND_PENDING)
+		if (xs_sock_kind(s) == XS_KIND_PENDING) {
 			sock_set_kind(s, XS_KIND_TCP, reason);
+			sock_pub_kernel_addrs(
+				s, a->fd, (struct sockaddr *)&a->addr, a->len);
+		}
 		pthread_mutex_unlock(&s->lock);
 	}
 	xs_real.close(a->fd);
@@ -972,9 +1045,10 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		xs_dbg("sock", "fd %d connects over tcp (%s)", fd,
 		       xs_fallback_name(reason));
 	}
-	if (xs_real.connect(fd, addr, len) < 0)
-		return -errno;
-	return 0;
+	rc = xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
+	if (s->pub->peer.sin6_family == 0 && xs_sock_kind(s) == XS_KIND_TCP)
+		sock_pub_kernel_addrs(s, fd, addr, len);
+	return rc;
 }
 
 /* Whether IPV6_V6ONLY is set on @fd (an AF_INET6 socket). */
@@ -1026,6 +1100,8 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 		s->rdma_pid = getpid();
 	}
 	sock_set_kind(s, XS_KIND_LISTEN, reason);
+	sock_pub_kernel_addrs(s, fd, NULL, 0);
+	memset(&s->pub->peer, 0, sizeof(s->pub->peer));
 	pthread_mutex_unlock(&s->lock);
 	xs_dbg("sock", "fd %d listens on kernel tcp%s (%s)", fd,
 	       l ? " and rdma_cm" : " only", xs_fallback_name(reason));
@@ -1173,6 +1249,7 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	sock_set_kind(c, XS_KIND_TCP,
 		      reason != XS_FB_NONE ? reason : XS_FB_PEER_NO_XSOCK);
 	pthread_mutex_unlock(&c->lock);
+	sock_pub_kernel_addrs(c, nfd, NULL, 0);
 	*child = c;
 	return nfd;
 }

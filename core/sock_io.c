@@ -55,9 +55,7 @@ ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 	rc = xs_stream_send(s->stream, iov, iovcnt,
 			    sock_timeout(s, flags, true));
 	xs_tls_depth--;
-	if (rc > 0)
-		xs_stats_add(rdma_bytes_sent, (unsigned long)rc);
-	else if (rc == -EPIPE && !(flags & MSG_NOSIGNAL))
+	if (rc == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE); /* the kernel's send_sig(SIGPIPE, current) */
 	return rc;
 }
@@ -96,8 +94,6 @@ ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 	rc = xs_stream_recv(s->stream, iov, iovcnt, rflags,
 			    sock_timeout(s, flags, false));
 	xs_tls_depth--;
-	if (rc > 0 && !(flags & MSG_PEEK))
-		xs_stats_add(rdma_bytes_received, (unsigned long)rc);
 	return rc;
 }
 

@@ -1,18 +1,25 @@
 /*
- * core/stats.c - counters and the XSOCK_STATS exit summary.
+ * core/stats.c - the XSOCK_STATS exit summary.
  *
- * Owns the process-wide counters (relaxed atomics, bumped on the control
- * path only) and their printing at exit. Context: any thread; the dump runs
- * from atexit and writes with the real write(2).
+ * Prints the process's counters (core/stats.h, published by
+ * core/publish.c) at exit: what xsock-stat shows of a live process, on one
+ * screen. Context: atexit; writes with the real write(2).
  */
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "stats.h"
 
-struct xs_stats xs_stats;
+/* The published file mirrors these enums (core/xs_shm.h). */
+_Static_assert(XS_KIND__COUNT == 4 && (int)XS_KIND_RDMA == XS_SHM_KIND_RDMA &&
+		       (int)XS_KIND_LISTEN == XS_SHM_KIND_LISTEN &&
+		       (int)XS_KIND_TCP == XS_SHM_KIND_TCP,
+	       "enum xs_fd_kind is enum xs_shm_kind");
+_Static_assert(XS_FB__COUNT == XS_SHM_NR_REASONS,
+	       "every fallback reason has a published name");
 
 static const char *const stats_kind_names[XS_KIND__COUNT] = {
 	[XS_KIND_PENDING] = "undecided", /* closed before connect/listen */
@@ -23,67 +30,97 @@ static const char *const stats_kind_names[XS_KIND__COUNT] = {
 
 void xs_stats_registered(long delta)
 {
-	unsigned long now, peak;
+	struct xs_shm_process *p = __atomic_load_n(&xs_statp, __ATOMIC_ACQUIRE);
+	uint64_t now, peak;
 
-	now = atomic_fetch_add_explicit(&xs_stats.mr_bytes,
-					(unsigned long)delta,
-					memory_order_relaxed) +
-	      (unsigned long)delta;
-	peak = atomic_load_explicit(&xs_stats.mr_bytes_peak,
-				    memory_order_relaxed);
+	now = __atomic_add_fetch(&p->mr_bytes, (uint64_t)delta,
+				 __ATOMIC_RELAXED);
+	peak = __atomic_load_n(&p->mr_bytes_peak, __ATOMIC_RELAXED);
 	while (delta > 0 && now > peak &&
-	       !atomic_compare_exchange_weak_explicit(
-		       &xs_stats.mr_bytes_peak, &peak, now,
-		       memory_order_relaxed, memory_order_relaxed))
+	       !__atomic_compare_exchange_n(&p->mr_bytes_peak, &peak, now, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+}
+
+struct stats_buf {
+	char text[3072];
+	size_t off;
+};
+
+static void __attribute__((format(printf, 2, 3)))
+stats_put(struct stats_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->off >= sizeof(b->text))
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->text + b->off, sizeof(b->text) - b->off, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		b->off += (size_t)n;
+	if (b->off > sizeof(b->text))
+		b->off = sizeof(b->text);
 }
 
 void xs_stats_dump(void)
 {
 	const struct xs_config *cfg = xs_core_cfg();
-	char buf[2048];
-	size_t off = 0;
+	const struct xs_shm_process *p = xs_statp;
+	struct xs_shm_counters sum = p->closed;
+	struct stats_buf b = { .off = 0 };
 	int fd, i, saved = errno;
 
 	if (!cfg || cfg->stats == XS_STATS_OFF || !xs_real.write)
 		return;
 	/* Processes that never made a stream socket (a shell, ls) stay quiet. */
-	if (atomic_load(&xs_stats.sockets) == 0)
+	if (p->sockets == 0)
 		return;
-	off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-				"xsock stats pid %d (%s): %lu stream sockets\n",
-				(int)getpid(), program_invocation_short_name,
-				atomic_load(&xs_stats.sockets));
-	for (i = 0; i < XS_KIND__COUNT && off < sizeof(buf); i++)
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					"  %-10s %lu\n", stats_kind_names[i],
-					atomic_load(&xs_stats.decided[i]));
-	for (i = 1; i < XS_FB__COUNT && off < sizeof(buf); i++)
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					"  fallback %-12s %lu\n",
-					xs_fallback_name(i),
-					atomic_load(&xs_stats.fallback[i]));
-	if (off < sizeof(buf))
-		off += (size_t)snprintf(
-			buf + off, sizeof(buf) - off,
-			"  rdma connects %lu accepts %lu bytes sent %lu "
-			"received %lu\n",
-			atomic_load(&xs_stats.rdma_connects),
-			atomic_load(&xs_stats.rdma_accepts),
-			atomic_load(&xs_stats.rdma_bytes_sent),
-			atomic_load(&xs_stats.rdma_bytes_received));
-	if (off < sizeof(buf))
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					"  rendezvous exposed %lu pulled %lu\n",
-					atomic_load(&xs_stats.rndv_exposed),
-					atomic_load(&xs_stats.rndv_pulled));
-	if (off < sizeof(buf))
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					"  registered bytes %lu peak %lu\n",
-					atomic_load(&xs_stats.mr_bytes),
-					atomic_load(&xs_stats.mr_bytes_peak));
-	if (off > sizeof(buf))
-		off = sizeof(buf);
+	xs_sock_live_sum(&sum);
+	stats_put(&b, "xsock stats pid %d (%s): %llu stream sockets\n",
+		  (int)getpid(), program_invocation_short_name,
+		  (unsigned long long)p->sockets);
+	for (i = 0; i < XS_KIND__COUNT; i++)
+		stats_put(&b, "  %-10s %llu\n", stats_kind_names[i],
+			  (unsigned long long)p->decided[i]);
+	for (i = 1; i < XS_FB__COUNT; i++)
+		stats_put(&b, "  fallback %-12s %llu\n", xs_fallback_name(i),
+			  (unsigned long long)p->fallback[i]);
+	stats_put(&b,
+		  "  rdma connects %llu accepts %llu bytes sent %llu "
+		  "received %llu\n",
+		  (unsigned long long)p->rdma_connects,
+		  (unsigned long long)p->rdma_accepts,
+		  (unsigned long long)sum.bytes_sent,
+		  (unsigned long long)sum.bytes_received);
+	stats_put(&b,
+		  "  messages inline %llu eager %llu arrived %llu "
+		  "credit returns %llu\n",
+		  (unsigned long long)sum.msgs_inline,
+		  (unsigned long long)sum.msgs_eager,
+		  (unsigned long long)sum.msgs_received,
+		  (unsigned long long)sum.credit_msgs);
+	stats_put(&b, "  rendezvous exposed %llu pulled %llu\n",
+		  (unsigned long long)sum.rndv_sent,
+		  (unsigned long long)sum.rndv_read);
+	stats_put(&b, "  waits credit %llu pool %llu sleeps %llu\n",
+		  (unsigned long long)sum.credit_stalls,
+		  (unsigned long long)sum.pool_waits,
+		  (unsigned long long)sum.sleeps);
+	stats_put(&b, "  cq polls with work %llu empty %llu\n",
+		  (unsigned long long)sum.cq_polls_work,
+		  (unsigned long long)sum.cq_polls_empty);
+	stats_put(&b, "  completion errors rnr %llu retry %llu other %llu\n",
+		  (unsigned long long)sum.rnr_errors,
+		  (unsigned long long)sum.retry_errors,
+		  (unsigned long long)sum.wc_errors);
+	stats_put(&b, "  registered bytes %llu peak %llu\n",
+		  (unsigned long long)p->mr_bytes,
+		  (unsigned long long)p->mr_bytes_peak);
+	if (p->unpublished)
+		stats_put(&b, "  sockets not published (no slot) %llu\n",
+			  (unsigned long long)p->unpublished);
 	if (cfg->stats == XS_STATS_FILE) {
 		fd = open(cfg->stats_path,
 			  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
@@ -93,11 +130,11 @@ void xs_stats_dump(void)
 			errno = saved;
 			return;
 		}
-		(void)!xs_real.write(fd, buf, off);
+		(void)!xs_real.write(fd, b.text, b.off);
 		xs_real.close(fd);
 	} else if (xs_log_stderr_ok()) {
 		/* never into a file or socket that took over fd 2 */
-		(void)!xs_real.write(STDERR_FILENO, buf, off);
+		(void)!xs_real.write(STDERR_FILENO, b.text, b.off);
 	}
 	errno = saved;
 }

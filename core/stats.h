@@ -1,33 +1,25 @@
 /*
- * core/stats.h - process-wide counters (internal to core/).
+ * core/stats.h - counters: the process's (internal to core/) and the
+ *                published file behind them (core/publish.c).
  */
 #ifndef XS_CORE_STATS_H
 #define XS_CORE_STATS_H
 
-#include <stdatomic.h>
-
 #include "xs_core.h"
+#include "xs_shm.h"
 
-struct xs_stats {
-	atomic_ulong sockets;		      /* stream sockets tracked */
-	atomic_ulong decided[XS_KIND__COUNT]; /* by transport kind */
-	atomic_ulong fallback[XS_FB__COUNT];  /* TCP, by reason */
-	atomic_ulong rdma_connects;	      /* RC connections made */
-	atomic_ulong rdma_accepts;	      /* RC connections accepted */
-	atomic_ulong rdma_bytes_sent;	      /* payload bytes over RDMA */
-	atomic_ulong rdma_bytes_received;
-	atomic_ulong rndv_exposed;  /* regions exposed for RDMA READ */
-	atomic_ulong rndv_pulled;   /* peers' regions pulled by RDMA READ */
-	atomic_ulong mr_bytes;	    /* bytes under ibv_reg_mr() now */
-	atomic_ulong mr_bytes_peak; /* the most there ever were */
-};
+/*
+ * The process-wide counters: in the published file's header once there is
+ * one, in private memory before (and without) it. Relaxed atomics, bumped
+ * on the control path only.
+ */
+extern struct xs_shm_process *xs_statp;
 
-extern struct xs_stats xs_stats;
-
-#define xs_stats_inc(field)                                                    \
-	atomic_fetch_add_explicit(&xs_stats.field, 1, memory_order_relaxed)
+#define xs_stats_inc(field) xs_stats_add(field, 1)
 #define xs_stats_add(field, n)                                                 \
-	atomic_fetch_add_explicit(&xs_stats.field, (n), memory_order_relaxed)
+	__atomic_fetch_add(                                                    \
+		&__atomic_load_n(&xs_statp, __ATOMIC_ACQUIRE)->field, (n),     \
+		__ATOMIC_RELAXED)
 
 /**
  * xs_stats_registered() - count memory registered (@delta > 0) or
@@ -37,5 +29,49 @@ extern struct xs_stats xs_stats;
  * @delta: bytes
  */
 void xs_stats_registered(long delta);
+
+/**
+ * xs_pub_take() - a counters slot for a new socket: one in the published
+ *                 file, or @own when there is no file or no free slot
+ * @own: the socket's private slot
+ *
+ * Makes the file on first use (XSOCK_PUBLISH). The slot comes back zeroed,
+ * fd -1, state XS_SHM_USED.
+ * Context: socket pool lock held (signals blocked).
+ * Return: the slot.
+ */
+struct xs_shm_slot *xs_pub_take(struct xs_shm_slot *own);
+
+/**
+ * xs_pub_give() - release a slot of xs_pub_take(); its counters are added
+ *                 to the process's closed-socket sums
+ * @slot: the slot
+ * @own:  the socket's private slot (@slot may be it)
+ * Context: socket pool lock held (signals blocked).
+ */
+void xs_pub_give(struct xs_shm_slot *slot, struct xs_shm_slot *own);
+
+/**
+ * xs_pub_sum() - add @slot's counters to @sum
+ * @sum:  accumulator
+ * @slot: a slot
+ */
+void xs_pub_sum(struct xs_shm_counters *sum, const struct xs_shm_slot *slot);
+
+/**
+ * xs_pub_fork_child() - in a forked child: stop writing the parent's file
+ *                       (a private copy until the child makes a socket),
+ *                       and zero the process counters
+ * Context: the child, right after fork(), single-threaded.
+ */
+void xs_pub_fork_child(void);
+
+/**
+ * xs_sock_live_sum() - add the counters of this process's open RDMA
+ *                      sockets to @sum
+ * @sum: accumulator
+ * Context: takes the linger lock.
+ */
+void xs_sock_live_sum(struct xs_shm_counters *sum);
 
 #endif /* XS_CORE_STATS_H */

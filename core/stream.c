@@ -122,6 +122,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	stream_news(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
+	s->pub = &s->pub_own;
 	s->tx_credits = c->peer.credits;
 	/* the QP's max_send_wr less the unsignaled binds */
 	s->tx_max = c->local.credits + 16u;
@@ -146,6 +147,31 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	return 0;
 }
 
+/* The published queue sizes (SIOCINQ, SIOCOUTQ as xsock-stat shows
+ * them). Called with s->lock held. */
+static void stream_pub_queues(struct xs_stream *s)
+{
+	s->pub->send_q = s->tx_queued + s->rndv_tx_bytes;
+	s->pub->recv_q = s->rx_arrived - s->pub->c.bytes_received;
+}
+
+void xs_stream_publish(struct xs_stream *s, struct xs_shm_slot *slot)
+{
+	pthread_mutex_lock(&s->lock);
+	slot->c = s->pub->c;
+	slot->flags = s->pub->flags;
+	s->pub = slot;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void xs_stream_unpublish(struct xs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->pub_own = *s->pub;
+	s->pub = &s->pub_own;
+	pthread_mutex_unlock(&s->lock);
+}
+
 static void stream_reset(struct xs_stream *s, const char *why)
 {
 	stream_news();
@@ -154,6 +180,7 @@ static void stream_reset(struct xs_stream *s, const char *why)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	s->error = -ECONNRESET;
 	s->error_pending = true;
+	s->pub->flags |= XS_SHM_F_RESET;
 	xs_info("stream", "connection reset: %s", why);
 }
 
@@ -240,7 +267,9 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 				.end = XS_WIRE_MSG_LEN + m.len,
 				.state = XS_RX_DATA,
 			};
-			s->bytes_received += m.len;
+			s->rx_arrived += m.len;
+			s->pub->c.msgs_received++;
+			stream_pub_queues(s);
 			return;
 		}
 		/* The descriptor is copied out; its buffer is held (one
@@ -254,12 +283,14 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			.rid = m.rndv_id,
 		};
 		s->rndv_rx_wait++;
+		s->pub->c.msgs_received++;
 		return;
 	case XS_MSG_RNDV_DONE:
 		stream_on_rndv_done(s, m.rndv_id);
 		break;
 	case XS_MSG_FIN:
 		s->peer_fin = true;
+		s->pub->flags |= XS_SHM_F_PEER_FIN;
 		break;
 	case XS_MSG_RESET:
 		was = s->error;
@@ -284,6 +315,12 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
+			s->pub->c.rnr_errors++;
+		else if (wc->status == IBV_WC_RETRY_EXC_ERR)
+			s->pub->c.retry_errors++;
+		else if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			s->pub->c.wc_errors++;
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			xs_info("stream", "%s completion: %s (vendor error %u)",
 				(wc->wr_id & STREAM_WR_BIND)	? "bind"
@@ -317,9 +354,9 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		if (wc->status == IBV_WC_SUCCESS &&
 		    e->state == XS_RX_RNDV_READING) {
 			e->state = XS_RX_RNDV_READY;
-			s->bytes_received += e->end;
-			s->rndv_read++;
-			xs_stats_inc(rndv_pulled);
+			s->rx_arrived += e->end;
+			s->pub->c.rndv_read++;
+			stream_pub_queues(s);
 			/* its RNDV_DONE: queued, as no slot may be free */
 			s->done_q[(s->done_q_head + s->done_q_len) %
 				  s->c->nr_rx] = e->rid;
@@ -373,11 +410,17 @@ static int stream_poll_cq(struct xs_stream *s)
 	}
 	/* armed before this poll, and the CQ is empty now */
 	s->cq_quiet = armed && n < STREAM_CQ_BATCH;
-	if (n)
+	if (n) {
 		stream_news();
+		s->pub->c.cq_polls_work++;
+	} else {
+		s->pub->c.cq_polls_empty++;
+	}
 	for (i = 0; i < n; i++)
 		stream_on_wc(s, &wc[i]);
 	stream_progress(s);
+	if (n)
+		stream_pub_queues(s);
 	if (n)
 		pthread_cond_broadcast(&s->cond); /* a follower's news too */
 	return n;
@@ -493,6 +536,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		wait_ms = 1;
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
+	s->pub->c.sleeps++;
 	pthread_mutex_unlock(&s->lock);
 	n = xs_real.poll(pfd, 2, wait_ms);
 	err = errno;
@@ -573,6 +617,7 @@ static int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
 
 	if (rc == -ENOBUFS) {
 		s->pool_starved = true;
+		s->pub->c.pool_waits++;
 		return -EAGAIN; /* backpressure */
 	}
 	if (rc == 0)
@@ -619,10 +664,12 @@ static void stream_sent(struct xs_stream *s, enum xs_msg_type type,
 	if (type == XS_MSG_DATA || type == XS_MSG_RNDV)
 		s->tx_credits--;
 	s->rx_unreturned = 0;
+	if (type != XS_MSG_DATA)
+		return;
 	if (b->addr)
-		s->msgs_pool++;
+		s->pub->c.msgs_eager++;
 	else
-		s->msgs_inline++;
+		s->pub->c.msgs_inline++;
 }
 
 /*
@@ -786,8 +833,7 @@ static int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur,
 	r->len = len;
 	stream_slot_take(s, slot, STREAM_SLOT_SEND, 0, 0, &b);
 	s->rndv_tx_bytes += len;
-	s->rndv_sent++;
-	xs_stats_inc(rndv_exposed);
+	s->pub->c.rndv_sent++;
 	stream_sent(s, XS_MSG_RNDV, &b);
 	return 0;
 }
@@ -871,7 +917,7 @@ static void stream_return_credits(struct xs_stream *s)
 	if (s->error || s->rx_unreturned < (s->c->local.credits + 1u) / 2u)
 		return;
 	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
-		s->credit_msgs++;
+		s->pub->c.credit_msgs++;
 }
 
 /*
@@ -946,7 +992,8 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		}
 		if (rc != -EAGAIN)
 			break;
-		s->credit_stalls++;
+		if (!s->tx_credits)
+			s->pub->c.credit_stalls++;
 		if (stream_poll_cq(s))
 			continue;
 		if (timeout_ms == 0)
@@ -955,8 +1002,9 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		if (rc)
 			break;
 	}
-	s->bytes_sent += sent;
+	s->pub->c.bytes_sent += sent;
 	stream_poll_cq(s);
+	stream_pub_queues(s);
 	stream_return_credits(s);
 	pthread_mutex_unlock(&s->lock);
 	return sent ? (ssize_t)sent : rc;
@@ -1082,6 +1130,10 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			break;
 	}
 	stream_return_credits(s);
+	if (copied && !peek) {
+		s->pub->c.bytes_received += copied;
+		stream_pub_queues(s);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return copied ? (ssize_t)copied : rc;
 }
@@ -1094,8 +1146,10 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 	pthread_mutex_lock(&s->lock);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->rd_shut = true;
-	if (how == SHUT_WR || how == SHUT_RDWR)
+	if (how == SHUT_WR || how == SHUT_RDWR) {
 		s->wr_shut = true;
+		s->pub->flags |= XS_SHM_F_WR_SHUT;
+	}
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	pthread_cond_broadcast(&s->cond);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */

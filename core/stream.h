@@ -46,6 +46,7 @@
 #include <sys/uio.h>
 
 #include "conn.h"
+#include "xs_shm.h"
 
 /* Where a received message stands (struct xs_stream_rx.state). */
 enum xs_stream_rx_state {
@@ -143,10 +144,11 @@ struct xs_stream {
 	bool error_pending; /* not reported to a call yet (sk_err) */
 	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
-	/* counters */
-	uint64_t bytes_sent, bytes_received;
-	uint64_t msgs_inline, msgs_pool, credit_msgs, credit_stalls;
-	uint64_t rndv_sent, rndv_read; /* regions exposed / pulled */
+	/* counters, as xsock-stat shows them: the socket's published slot
+	 * (core/xs_shm.h) while it has one, else pub_own; written under lock */
+	struct xs_shm_slot *pub;
+	struct xs_shm_slot pub_own;
+	uint64_t rx_arrived; /* payload bytes received, read or not */
 };
 
 /**
@@ -156,6 +158,22 @@ struct xs_stream {
  * Return: 0, or -ENOMEM.
  */
 int xs_stream_init(struct xs_stream *s, struct xs_conn *c);
+
+/**
+ * xs_stream_publish() - keep @s's counters in @slot from now on (the
+ *                       counters so far move there)
+ * @s:    stream
+ * @slot: the socket's slot (core/xs_shm.h)
+ */
+void xs_stream_publish(struct xs_stream *s, struct xs_shm_slot *slot);
+
+/**
+ * xs_stream_unpublish() - stop writing the socket's slot (its last fd is
+ *                         closed; the stream may linger): counters go on in
+ *                         a copy of the stream's own
+ * @s: stream
+ */
+void xs_stream_unpublish(struct xs_stream *s);
 
 /**
  * xs_stream_send() - send bytes, as sendmsg(2) on a TCP socket

@@ -32,6 +32,7 @@
 #include "../config/xs_config.h"
 #include "log.h"
 #include "real.h"
+#include "xs_shm.h"
 
 /*
  * Reentrancy depth: above zero while control is inside libxsock (init,
@@ -129,6 +130,10 @@ struct xs_sock {
 	int connect_err; /* a fallback connect()'s immediate error (errno),
 			  * reported once by SO_ERROR; protected by lock */
 	struct xs_sock *live_next, *live_prev; /* this process's RDMA sockets */
+	/* Counters and what xsock-stat shows: a slot of the published file
+	 * (core/xs_shm.h), or pub_own without one. Set at creation. */
+	struct xs_shm_slot *pub;
+	struct xs_shm_slot pub_own;
 	struct xs_sock
 		*next_free; /* free list link; protected by sock pool lock */
 };
@@ -200,6 +205,14 @@ bool xs_sock_wanted(int domain, int type, int protocol);
  *         plain untracked kernel socket).
  */
 struct xs_sock *xs_sock_create(int domain, int type, int protocol);
+
+/**
+ * xs_sock_set_fd() - record the fd that socket() or accept() returned for
+ *                    @s, for xsock-stat
+ * @s:  socket
+ * @fd: its fd
+ */
+void xs_sock_set_fd(struct xs_sock *s, int fd);
 
 /**
  * xs_sock_tryget() - take a reference unless the object is being freed
@@ -502,6 +515,13 @@ bool xs_sock_poll_arm(struct xs_sock *s);
  * Return: the number of usable devices (0 when none).
  */
 int xs_dev_available(void);
+
+/**
+ * xs_pub_exit() - remove this process's counters file (/dev/shm/xsock-PID,
+ *                 see core/xs_shm.h); the mapping stays until exit
+ * Context: atexit, registered first so that it runs last.
+ */
+void xs_pub_exit(void);
 
 /**
  * xs_stats_dump() - print the XSOCK_STATS summary, if configured

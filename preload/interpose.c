@@ -32,8 +32,10 @@ XS_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0)
 		return fd;
 	s = xs_sock_create(domain, type, protocol);
-	if (s)
+	if (s) {
+		xs_sock_set_fd(s, fd);
 		XS_SAVE_ERRNO(xs_fdtab_insert(fd, s));
+	}
 	return fd;
 }
 
@@ -71,8 +73,10 @@ static int accept_common(struct xs_sock *s, int fd, struct sockaddr *addr,
 
 	nfd = xs_sock_accept(s, fd, addr, len, flags, accept4, &child);
 	xs_sock_put(s);
-	if (child)
+	if (child) {
+		xs_sock_set_fd(child, nfd);
 		XS_SAVE_ERRNO(xs_fdtab_insert(nfd, child));
+	}
 	return (int)xs_sys_ret(nfd);
 }
 

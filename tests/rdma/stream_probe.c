@@ -88,12 +88,12 @@ static void counters(const char *who, const struct xs_stream *s)
 	fprintf(stderr,
 		"%s: sent=%llu received=%llu inline=%llu pool=%llu "
 		"credit_msgs=%llu credit_stalls=%llu\n",
-		who, (unsigned long long)s->bytes_sent,
-		(unsigned long long)s->bytes_received,
-		(unsigned long long)s->msgs_inline,
-		(unsigned long long)s->msgs_pool,
-		(unsigned long long)s->credit_msgs,
-		(unsigned long long)s->credit_stalls);
+		who, (unsigned long long)s->pub->c.bytes_sent,
+		(unsigned long long)s->pub->c.bytes_received,
+		(unsigned long long)s->pub->c.msgs_inline,
+		(unsigned long long)s->pub->c.msgs_eager,
+		(unsigned long long)s->pub->c.credit_msgs,
+		(unsigned long long)s->pub->c.credit_stalls);
 }
 
 /* One-buffer forms of the stream calls, blocking. */
