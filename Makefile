@@ -1,6 +1,7 @@
 # xsock - LD_PRELOAD library carrying TCP sockets over RDMA RC queue pairs.
 #
-# make            build build/libxsock.so and the test tools
+# make            build build/libxsock.so, the tools in build/bin/ (xsock,
+#                 xsock-stat, xsock-check) and the test tools
 # make check      install missing packages, build, run every test tier
 # make asan       the same library built with -fsanitize=address,undefined
 # make bench      kernel TCP, xsock, rsocket and raw verbs side by side
@@ -33,6 +34,8 @@ TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c)) \
 	$(patsubst bench/tools/%.c,$(B)/tools/%,$(wildcard bench/tools/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
+# What users run beside the library: xsock (launcher), xsock-stat, xsock-check
+BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 
 .SECONDARY:
 
@@ -40,7 +43,7 @@ RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
 	debug asan install uninstall clean lint format bench-passthrough demo \
 	bench bench-smoke
 
-all: $(B)/libxsock.so $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
+all: $(B)/libxsock.so $(BIN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
 
 # The exported names come from the same list as the real-function table.
 $(B)/libxsock.map: core/real_syms.def
@@ -70,6 +73,20 @@ $(B)/tools/%: bench/tools/%.c
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lpthread
+
+$(B)/bin/%: tools/%.c core/xs_shm.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lm
+
+# The launcher knows the knobs of config/options.def.
+$(B)/bin/xsock: tools/xsock config/options.def
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)knobs=$$(sed -n 's/^XS_OPT([a-z_]*, *XSOCK_\([A-Z_]*\),.*/\1/p' \
+		config/options.def | tr '\n' ' '); \
+	  sed "s/@KNOBS@/$$knobs/" $< > $@.tmp && chmod 0755 $@.tmp && mv $@.tmp $@
 
 # Unit tests link the modules they test (config/ and core/ + the fd table).
 UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS) \
@@ -137,15 +154,17 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 
 # --- install -------------------------------------------------------------------
-install: $(B)/libxsock.so
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/etc \
-		$(DESTDIR)$(PREFIX)/share/doc/xsock
+install: $(B)/libxsock.so $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/etc $(DESTDIR)$(PREFIX)/share/doc/xsock
 	install -m 0755 $(B)/libxsock.so $(DESTDIR)$(PREFIX)/lib/libxsock.so
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 config/xsock.rules $(DESTDIR)$(PREFIX)/etc/xsock.rules
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libxsock.so \
+		$(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BIN))) \
 		$(DESTDIR)$(PREFIX)/etc/xsock.rules \
 		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
 
@@ -157,14 +176,14 @@ lint:
 		{ echo "lint: config/ includes core/"; exit 1; }
 	$(Q)! grep -n 'getenv' core/*.c preload/*.c || \
 		{ echo "lint: getenv outside config/"; exit 1; }
-	$(Q)clang-format --dry-run -Werror preload/*.[ch] core/*.[ch] config/*.[ch] \
+	$(Q)clang-format --dry-run -Werror preload/*.[ch] core/*.[ch] config/*.[ch] tools/*.c \
 		|| { echo "lint: clang-format differences: run make format"; exit 1; }
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config
+		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config tools
 	@echo "lint: ok (layering, clang-format, cppcheck)"
 
 format:
-	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch]
+	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch] tools/*.c
 
 # The main job: redis under xsock next to kernel TCP, in the Soft-RoCE guest
 # unless this host has an RDMA device.
