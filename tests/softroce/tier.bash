@@ -16,6 +16,7 @@ setup()
 	# answer the next one.
 	port=$((20000 + RANDOM % 10000))
 	servers=()
+	locals=() # client-side pids a test started in the background
 	# Two guests share two host cores, so every packet waits for a qemu
 	# I/O thread (about 0.3-3 ms a round trip): fewer iterations there.
 	iters=1000
@@ -24,7 +25,10 @@ setup()
 
 teardown()
 {
-	local name
+	local name pid
+	for pid in "${locals[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
 	for name in "${servers[@]}"; do
 		"$XS_REMOTE" --kill "$name" --signal KILL >/dev/null 2>&1 || true
 	done
