@@ -123,7 +123,9 @@ static int pub_map_file(size_t len, bool copy)
 	fd = pub_create_file();
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) != 0 || ftruncate(fd, (off_t)len) != 0)
+	/* fallocate, not ftruncate: a full /dev/shm must fail here, not
+	 * raise SIGBUS at the first store into a page it cannot back */
+	if (fstat(fd, &st) != 0 || fallocate(fd, 0, 0, (off_t)len) != 0)
 		goto fail;
 	if (copy) {
 		tmp = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -237,7 +239,7 @@ fail:
  * under its own pid. Return: 0 or -1 (the copy stays private). */
 static int pub_child_publish(void)
 {
-	if (pub_map_file(pub_len, true) != 0) {
+	if (pub_failed || pub_map_file(pub_len, true) != 0) {
 		pub_failed = true;
 		return -1;
 	}
@@ -246,14 +248,17 @@ static int pub_child_publish(void)
 	return 0;
 }
 
-/* 64 more slots at the end of the file. Return: 0 or -1. */
+/* 64 more slots at the end of the file. Return: 0 or -1 (and no more
+ * tries: a full /dev/shm would cost every new socket system calls). */
 static int pub_grow(void)
 {
+	static bool full;
 	uint32_t first, i;
 	void *p;
 
-	if (pub_len + PUB_CHUNK > PUB_RESERVE)
+	if (full || pub_len + PUB_CHUNK > PUB_RESERVE)
 		return -1;
+	full = true; /* until it worked */
 	if (pub_published) {
 		struct stat st;
 		int fd = open(pub_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -263,7 +268,7 @@ static int pub_grow(void)
 			return -1;
 		if (fstat(fd, &st) != 0 || st.st_dev != pub_dev ||
 		    st.st_ino != pub_ino ||
-		    ftruncate(fd, (off_t)(pub_len + PUB_CHUNK)) != 0) {
+		    fallocate(fd, 0, (off_t)pub_len, (off_t)PUB_CHUNK) != 0) {
 			close(fd);
 			return -1;
 		}
@@ -284,6 +289,7 @@ static int pub_grow(void)
 	}
 	__atomic_store_n(&pub_hdr()->nr_slots, first + XS_SHM_CHUNK_SLOTS,
 			 __ATOMIC_RELEASE);
+	full = false;
 	return 0;
 }
 

@@ -188,3 +188,18 @@ sys.exit(1 if bad else 0)' "$@"
 	[[ "$output" == *"waits credit 0 pool 0 sleeps 0"* ]]
 	[[ "$output" == *"completion errors rnr 0 retry 0 other 0"* ]]
 }
+
+@test "publish: a full /dev/shm costs the program nothing; sockets beyond it are counted unpublished" {
+	unshare -m true 2>/dev/null || skip "unshare -m not permitted"
+	# 40 KiB: the header and two chunks of 64 slots (16 KiB each)
+	run -0 unshare -m sh -c 'mount -t tmpfs -o size=40k tmpfs /dev/shm &&
+		XSOCK_STATS=1 LD_PRELOAD="$1" "$2" -c "
+import os, socket
+ss = [socket.socket() for i in range(200)]
+f = \"/dev/shm/xsock-%d\" % os.getpid()
+print(\"sockets\", len(ss), \"file\", os.stat(f).st_size)
+"' sh "$XSOCK_LIB" "$XS_PY"
+	echo "$output"
+	[[ "${lines[0]}" == "sockets 200 file $((4096 + 2 * 16384))" ]]
+	[[ "$output" == *"sockets not published (no slot) 72"* ]]
+}
