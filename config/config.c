@@ -232,7 +232,8 @@ static void cfg_quote(char *out, size_t size, const char *val)
 {
 	size_t i, o = 0;
 
-	for (i = 0; val[i] && o + 5 < size; i++) {
+	/* room kept for the longest item ("\\xff"), "..." and the NUL */
+	for (i = 0; val[i] && o + 8 <= size; i++) {
 		unsigned char ch = (unsigned char)val[i];
 
 		if (ch >= 0x20 && ch < 0x7f && ch != '"')
@@ -240,8 +241,10 @@ static void cfg_quote(char *out, size_t size, const char *val)
 		else
 			o += (size_t)snprintf(out + o, size - o, "\\x%02x", ch);
 	}
-	if (val[i])
-		o += (size_t)snprintf(out + o, size - o, "...");
+	if (val[i] && o + 4 <= size) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
 	out[o] = '\0';
 }
 

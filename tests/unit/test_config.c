@@ -306,3 +306,19 @@ XT_TEST(readme_knob_table_matches_options_def)
 	}
 	XT_ASSERT_EQ(missing, 0);
 }
+
+XT_TEST(a_long_unprintable_value_is_quoted_within_its_buffer)
+{
+	char v[300];
+	size_t k;
+
+	/* every alignment of 4-byte escapes against the end of the quote
+	 * buffer (ASan in the asan tier catches a write past it) */
+	for (k = 0; k < 8; k++) {
+		memset(v, 'a', k);
+		memset(v + k, 0xff, sizeof(v) - 1 - k);
+		v[sizeof(v) - 1] = '\0';
+		expect_invalid("XSOCK_POOL_MB", v, "\\xff\\xff");
+		XT_ASSERT_CONTAINS(err, "...");
+	}
+}
