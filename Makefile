@@ -8,6 +8,8 @@
 #                 (bench/run: tables, CSV and charts in bench/results/)
 # make bench-smoke  the same, every workload once and tiny (in make check)
 # make bench-passthrough   redis-benchmark with and without the library
+# make fuzz       every libFuzzer target for FUZZ_SECONDS (300) each; make
+#                 check runs them for FUZZ_CHECK_SECONDS (20)
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
 PREFIX ?= /usr/local
@@ -34,12 +36,18 @@ TOOLS := $(patsubst tests/tools/%.c,$(B)/tools/%,$(wildcard tests/tools/*.c)) \
 	$(patsubst bench/tools/%.c,$(B)/tools/%,$(wildcard bench/tools/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
+# libFuzzer targets (clang): the wire decoders and the configuration parsers
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 300
+FUZZ_CHECK_SECONDS ?= 20
+FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 # What users run beside the library: xsock (launcher), xsock-stat, xsock-check
 BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
+	fuzz fuzz-build check-fuzz \
 	debug asan install uninstall clean lint format bench-passthrough demo \
 	bench bench-smoke
 
@@ -88,6 +96,14 @@ $(B)/bin/xsock: tools/xsock config/options.def
 		config/options.def | tr '\n' ' '); \
 	  sed "s/@KNOBS@/$$knobs/" $< > $@.tmp && chmod 0755 $@.tmp && mv $@.tmp $@
 
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c core/proto.c core/proto.h \
+		config/config.c config/rules.c config/xs_config.h config/options.def
+	@mkdir -p $(@D)
+	@echo "  FUZZ    $<"
+	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -g -O1 \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		-o $@ $< core/proto.c config/config.c config/rules.c
+
 # Unit tests link the modules they test (config/ and core/ + the fd table).
 UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS) \
 	$(B)/obj/preload/fdtab.o
@@ -123,6 +139,8 @@ check: check-deps
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
+	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \
+		$(MAKE) --no-print-directory -s check-fuzz
 	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
 	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap tests/bench
 	$(Q)tests/summary $(B)/test-logs
@@ -144,6 +162,15 @@ check-softroce: all
 
 check-asan:
 	$(Q)tests/asan-tier
+
+fuzz-build: $(FUZZ)
+
+# Each target for FUZZ_SECONDS (300), its corpus kept in build/fuzz/corpus.
+fuzz: fuzz-build
+	$(Q)tests/fuzz/run $(B)/fuzz $(FUZZ_SECONDS)
+
+check-fuzz: fuzz-build
+	$(Q)tests/fuzz/run $(B)/fuzz $(FUZZ_CHECK_SECONDS)
 
 # --- variants ----------------------------------------------------------------
 debug:
