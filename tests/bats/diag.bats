@@ -71,17 +71,10 @@ release() {
 	holder=
 }
 
-# json_check JSON PYEXPR... - every expression over the document `d` holds.
+# json_check JSON PYEXPR... - each Python expression over the parsed
+# document `d` holds (tests/tools/json_check.py).
 json_check() {
-	"$XS_PY" -c '
-import json, sys
-d = json.loads(sys.argv[1])
-bad = [e for e in sys.argv[2:] if not eval(e)]
-for e in bad:
-    print("false:", e, file=sys.stderr)
-if bad:
-    print(json.dumps(d, indent=1), file=sys.stderr)
-sys.exit(1 if bad else 0)' "$@"
+	"$XS_PY" "$XSOCK_ROOT/tests/tools/json_check.py" "$@"
 }
 
 @test "publish: /dev/shm/xsock-PID, mode 0600, lists every socket with its reason; gone at exit" {

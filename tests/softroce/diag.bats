@@ -21,21 +21,11 @@ remote_pid()
 	"$XS_REMOTE" pgrep -n -f "^$1"
 }
 
-# json_check JSON PYEXPR... - each Python expression, over the parsed
-# document `d`, must be true; the failing one is printed.
+# json_check JSON PYEXPR... - each Python expression over the parsed
+# document `d` holds (tests/tools/json_check.py).
 json_check()
 {
-	local doc=$1
-	shift
-	python3 -c '
-import json, sys
-d = json.loads(sys.argv[1])
-bad = [e for e in sys.argv[2:] if not eval(e)]
-for e in bad:
-    print("false:", e, file=sys.stderr)
-if bad:
-    print(json.dumps(d, indent=1), file=sys.stderr)
-sys.exit(1 if bad else 0)' "$doc" "$@"
+	python3 "$PY/json_check.py" "$@"
 }
 
 # wait_line FILE TEXT - wait (30 s at most) until FILE has a line TEXT.
@@ -71,19 +61,30 @@ want = dict(zip(sys.argv[2::2], map(int, sys.argv[3::2])))
 sys.exit(0 if all(k.count(t) == n for t, n in want.items()) else 1)' "$doc" "$@"
 }
 
-@test "diag: the counters of a known transfer match it on both sides, live (eager, inline, rendezvous)" {
-	# 100 sends of 100 B (eager), then one of 256 KiB: four 64 KiB
-	# rendezvous regions (XSOCK_RNDV_CHUNK) pulled with RDMA READ.
-	local total=$((100 * 100 + 262144)) cli spid doc
+# held_pair TOTAL SPEC [VAR=VALUE...] - diag_peer.py's server (dsrv, under
+# xsock) and client (dcli, under xsock with the variables) after the client
+# sent SPEC (TOTAL bytes) and both hold the connection open: $cli and $spid
+# are their pids.
+held_pair()
+{
+	local total=$1 spec=$2
+	shift 2
 	remote_bg dsrv env $(xsenv dsrv) python3 "$PY/diag_peer.py" serve \
 		"$XS_ADDR_A" "$port" "$total"
 	server_ready dsrv rdma
-	env $(xsenv dcli) python3 "$PY/diag_peer.py" send "$XS_ADDR_A" "$port" \
-		100x100,1x262144 >"$BATS_TEST_TMPDIR/cli.out" 2>&1 &
+	env $(xsenv dcli) "$@" python3 "$PY/diag_peer.py" send "$XS_ADDR_A" \
+		"$port" "$spec" >"$BATS_TEST_TMPDIR/cli.out" 2>&1 &
 	cli=$!
 	locals+=("$cli")
 	wait_line "$BATS_TEST_TMPDIR/cli.out" held
 	spid=$(remote_pid "python3 $PY/diag_peer.py serve $XS_ADDR_A $port")
+}
+
+@test "diag: the counters of a known transfer match it on both sides, live (eager, inline, rendezvous)" {
+	# 100 sends of 100 B (eager), then one of 256 KiB: four 64 KiB
+	# rendezvous regions (XSOCK_RNDV_CHUNK) pulled with RDMA READ.
+	local total=$((100 * 100 + 262144)) doc
+	held_pair "$total" 100x100,1x262144
 
 	run -0 "$STAT" --json -p "$cli"
 	json_check "$output" \
@@ -126,16 +127,7 @@ sys.exit(0 if all(k.count(t) == n for t, n in want.items()) else 1)' "$doc" "$@"
 }
 
 @test "diag: a forced fallback shows its reason on both sides" {
-	local cli spid
-	remote_bg dsrv env $(xsenv dsrv) python3 "$PY/diag_peer.py" serve \
-		"$XS_ADDR_A" "$port" 1000
-	server_ready dsrv rdma
-	env $(xsenv dcli) XSOCK_MODE=tcp python3 "$PY/diag_peer.py" send \
-		"$XS_ADDR_A" "$port" 10x100 >"$BATS_TEST_TMPDIR/cli.out" 2>&1 &
-	cli=$!
-	locals+=("$cli")
-	wait_line "$BATS_TEST_TMPDIR/cli.out" held
-	spid=$(remote_pid "python3 $PY/diag_peer.py serve $XS_ADDR_A $port")
+	held_pair 1000 10x100 XSOCK_MODE=tcp
 
 	run -0 "$STAT" --json -p "$cli"
 	json_check "$output" \
