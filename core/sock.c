@@ -599,7 +599,8 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 	case XS_ACTION_NONE:
 		break;
 	}
-	if (role == XS_ROLE_CLIENT && sock_is_loopback(addr, len))
+	/* no RDMA device serves loopback, to connect to or to listen on */
+	if (sock_is_loopback(addr, len))
 		return XS_FB_LOOPBACK;
 	if (core_forked && xs_dev_inherited())
 		return XS_FB_RESOURCE; /* the parent's verbs state, not ours */
@@ -1243,13 +1244,19 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 			    nfd);
 		return nfd;
 	}
-	/* Over the kernel listener: the peer did not use RDMA. */
-	reason = xs_sock_reason(s);
-	pthread_mutex_lock(&c->lock);
-	sock_set_kind(c, XS_KIND_TCP,
-		      reason != XS_FB_NONE ? reason : XS_FB_PEER_NO_XSOCK);
-	pthread_mutex_unlock(&c->lock);
+	/* Over the kernel listener: the peer did not use RDMA (or came over
+	 * loopback, which no device serves), or the listener has no rdma_cm
+	 * listener, for its own reason. */
 	sock_pub_kernel_addrs(c, nfd, NULL, 0);
+	reason = xs_sock_reason(s);
+	if (reason == XS_FB_NONE)
+		reason = sock_is_loopback((struct sockaddr *)&c->pub->peer,
+					  sizeof(c->pub->peer))
+				 ? XS_FB_LOOPBACK
+				 : XS_FB_PEER_NO_XSOCK;
+	pthread_mutex_lock(&c->lock);
+	sock_set_kind(c, XS_KIND_TCP, reason);
+	pthread_mutex_unlock(&c->lock);
 	*child = c;
 	return nfd;
 }

@@ -85,7 +85,7 @@ void xs_stats_dump(void)
 		stats_put(&b, "  %-10s %llu\n", stats_kind_names[i],
 			  (unsigned long long)p->decided[i]);
 	for (i = 1; i < XS_FB__COUNT; i++)
-		stats_put(&b, "  fallback %-12s %llu\n", xs_fallback_name(i),
+		stats_put(&b, "  fallback %-13s %llu\n", xs_fallback_name(i),
 			  (unsigned long long)p->fallback[i]);
 	stats_put(&b,
 		  "  rdma connects %llu accepts %llu bytes sent %llu "

@@ -189,6 +189,32 @@ int xs_fdtab_insert(int fd, struct xs_sock *s)
 	return 0;
 }
 
+/*
+ * Another fd that holds @s (a dup), for xsock-stat once @gone, the fd it
+ * showed, is closed; -1 when none. Scans the chunks in use: only when the
+ * shown fd of a dup'ed socket closes.
+ */
+static int fdtab_other_fd(struct xs_sock *s, int gone)
+{
+	size_t ci, i,
+		nr_chunks =
+			(fdtab.nr_fds + XS_FDTAB_CHUNK - 1) / XS_FDTAB_CHUNK;
+	fdtab_slot *chunk;
+
+	if (atomic_load_explicit(&s->refcnt, memory_order_relaxed) <= 1)
+		return -1; /* the last fd (or an operation) holds it */
+	for (ci = 0; ci < nr_chunks; ci++) {
+		chunk = atomic_load_explicit(&fdtab.chunks[ci],
+					     memory_order_acquire);
+		for (i = 0; chunk && i < XS_FDTAB_CHUNK; i++)
+			if (atomic_load_explicit(&chunk[i],
+						 memory_order_relaxed) == s &&
+			    (int)(ci * XS_FDTAB_CHUNK + i) != gone)
+				return (int)(ci * XS_FDTAB_CHUNK + i);
+	}
+	return -1;
+}
+
 struct xs_sock *xs_fdtab_remove(int fd)
 {
 	fdtab_slot *slot = fdtab_slot_of(fd);
@@ -197,6 +223,8 @@ struct xs_sock *xs_fdtab_remove(int fd)
 	if (!slot || !atomic_load_explicit(slot, memory_order_relaxed))
 		return NULL;
 	s = atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
+	if (s && s->pub && s->pub->fd == fd)
+		s->pub->fd = fdtab_other_fd(s, fd);
 	return s;
 }
 

@@ -70,6 +70,13 @@ static void usage(FILE *f)
 		"round trip of COUNT (1000) messages of BYTES (64, at most "
 		"1 MiB).\n"
 		"  -t SECS    give up connecting or waiting after SECS (10)\n"
+		"Against another server it sends one line (" CHECK_MAGIC
+		" BYTES COUNT)\n"
+		"and waits up to SECS for the answer an xsock-check server "
+		"gives.\n"
+		"--server without ADDR listens on every address. Needs\n"
+		"XSOCK_PUBLISH=1 (the default): it reads its own counters "
+		"file.\n"
 		"  --json     one JSON object instead of text\n"
 		"  --server   echo for every client, one line per "
 		"connection\n"
@@ -100,7 +107,8 @@ static bool lib_loaded(void)
  * only (a message printed). */
 static void reexec_preloaded(char **argv, const char *lib)
 {
-	char exe[PATH_MAX], cand[PATH_MAX + 32], *dir, *old, *pre;
+	char exe[PATH_MAX], self[PATH_MAX], cand[PATH_MAX + 32], *dir, *old,
+		*pre;
 	ssize_t n;
 	size_t len;
 	int i;
@@ -111,6 +119,7 @@ static void reexec_preloaded(char **argv, const char *lib)
 		return;
 	}
 	exe[n] = '\0';
+	memcpy(self, exe, (size_t)n + 1);
 	dir = strrchr(exe, '/');
 	if (dir)
 		*dir = '\0';
@@ -138,9 +147,24 @@ static void reexec_preloaded(char **argv, const char *lib)
 	snprintf(pre, len, "%s%s%s", lib, old ? ":" : "", old ? old : "");
 	setenv("LD_PRELOAD", pre, 1);
 	setenv(CHECK_CHILD_ENV, "1", 1);
-	execv("/proc/self/exe", argv);
+	/* by its path, not /proc/self/exe: ps and ss then name it */
+	execv(self, argv);
 	fprintf(stderr, "xsock-check: exec: %s\n", strerror(errno));
 	free(pre);
+}
+
+/* A port: 1..65535, or a service name (getaddrinfo resolves it). */
+static bool port_ok(const char *port)
+{
+	char *end;
+	long v;
+
+	if (!port[0])
+		return false;
+	if (port[strspn(port, "0123456789")] != '\0')
+		return true; /* a name */
+	v = strtol(port, &end, 10);
+	return strlen(port) <= 5 && v >= 1 && v <= 65535;
 }
 
 /* Split "host:port", "[v6]:port" or (server) "port". */
@@ -165,7 +189,7 @@ static int parse_hostport(const char *arg, char *host, size_t hostlen,
 				return -1;
 			snprintf(host, hostlen, "%s", "");
 			snprintf(port, portlen, "%s", arg);
-			return port[0] ? 0 : -1;
+			return port_ok(port) ? 0 : -1;
 		}
 		n = (size_t)(colon - arg);
 	}
@@ -174,7 +198,7 @@ static int parse_hostport(const char *arg, char *host, size_t hostlen,
 	memcpy(host, arg, n);
 	host[n] = '\0';
 	snprintf(port, portlen, "%s", colon + 1);
-	return 0;
+	return port_ok(port) ? 0 : -1;
 }
 
 /* This process's slot for @fd, from its counters file. */
@@ -470,8 +494,10 @@ static int dial(const char *host, const char *port, int secs, double *ms)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		fprintf(stderr, "xsock-check: connect to %s:%s: %s\n", host,
-			port, strerror(err ? err : EHOSTUNREACH));
+		fprintf(stderr, "xsock-check: connect to %s%s%s:%s: %s\n",
+			strchr(host, ':') ? "[" : "", host,
+			strchr(host, ':') ? "]" : "", port,
+			strerror(err ? err : EHOSTUNREACH));
 	else
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;

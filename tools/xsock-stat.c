@@ -217,8 +217,8 @@ static void stat_usage(void)
 	      "                      time and every counter\n"
 	      "  -l, --listening     only listening sockets\n"
 	      "  -r, --rdma          only sockets carried by RDMA\n"
-	      "  -t, --tcp           only sockets that fell back to kernel "
-	      "TCP\n"
+	      "  -t, --tcp           only connections that fell back to "
+	      "kernel TCP\n"
 	      "                      (-l, -r and -t add up: -rt shows both)\n"
 	      "      --json          one JSON document instead of the table "
 	      "(with\n"
@@ -231,9 +231,16 @@ static void stat_usage(void)
 	      "  -n, --count COUNT   with --watch: stop after COUNT draws\n"
 	      "  -h, --help          this text\n"
 	      "\n"
+	      "Transport: rdma, tcp (kernel TCP, Reason says why), listen, or\n"
+	      "pending (made, not yet connected or listening). Queues and\n"
+	      "bytes are counted for RDMA sockets only: a kernel TCP socket\n"
+	      "shows - (ss -ti has them). Queues are as of the socket's last\n"
+	      "call or reaped completion.\n"
+	      "\n"
 	      "Totals count every socket of a process, whatever -l/-r/-t "
-	      "select;\n"
-	      "their bytes include the process's closed sockets.\n"
+	      "select,\n"
+	      "and fallbacks and bytes include the process's closed "
+	      "sockets.\n"
 	      "\n"
 	      "A file that no live process maps is stale (its process was "
 	      "killed\n"
@@ -870,7 +877,16 @@ static void stat_row_fmt(const struct stat_proc *p, const struct stat_sock *k,
 		 s->c.bytes_sent);
 	snprintf(cells[STAT_COL_RECEIVED], STAT_CELL_LEN, "%" PRIu64,
 		 s->c.bytes_received);
-	if (rt && stat_rate(rt, p->pid, k, &sent, &received)) {
+	if (s->kind != XS_SHM_KIND_RDMA) {
+		/* the kernel carries it: its queues and bytes are the
+		 * kernel's (ss -ti), not counted here */
+		snprintf(cells[STAT_COL_RECV_Q], STAT_CELL_LEN, "-");
+		snprintf(cells[STAT_COL_SEND_Q], STAT_CELL_LEN, "-");
+		snprintf(cells[STAT_COL_SENT], STAT_CELL_LEN, "-");
+		snprintf(cells[STAT_COL_RECEIVED], STAT_CELL_LEN, "-");
+		snprintf(cells[STAT_COL_SEND_RATE], STAT_CELL_LEN, "-");
+		snprintf(cells[STAT_COL_RECV_RATE], STAT_CELL_LEN, "-");
+	} else if (rt && stat_rate(rt, p->pid, k, &sent, &received)) {
 		stat_rate_fmt(cells[STAT_COL_SEND_RATE], STAT_CELL_LEN, sent);
 		stat_rate_fmt(cells[STAT_COL_RECV_RATE], STAT_CELL_LEN,
 			      received);
@@ -1352,7 +1368,8 @@ int main(int argc, char **argv)
 			stat_json_print(&o, &snap);
 		} else {
 			if (o.watch) {
-				fputs("\033[H\033[2J", stdout);
+				if (isatty(STDOUT_FILENO))
+					fputs("\033[H\033[2J", stdout);
 				stat_watch_title(&o, draw);
 			}
 			stat_table_print(&o, &snap, o.watch ? &rt : NULL);

@@ -50,6 +50,11 @@ c = socket.create_connection(l.getsockname())
 a, _ = l.accept()
 c.sendall(b"x" * 1000); a.recv(2000)
 print(l.getsockname()[1], flush=True)
+if "dup" in sys.argv[1:]:
+    # the accepted end lives on as fd 60 and 61 only
+    os.dup2(a.fileno(), 60); os.dup2(a.fileno(), 61)
+    a.close()
+    print(c.getsockname()[1], flush=True)
 if "fork" in sys.argv[1:]:
     r, w = os.pipe()
     pid = os.fork()
@@ -86,10 +91,10 @@ json_check() {
 	run -0 "$BIN/xsock-stat" --json -p "$holder"
 	json_check "$output" \
 		'len(d["processes"]) == 1 and d["processes"][0]["pid"] == '"$holder" \
-		'sorted((s["transport"], s["reason"]) for s in d["processes"][0]["sockets"]) == [("listen", "no-device"), ("tcp", "loopback"), ("tcp", "no-device")]' \
+		'sorted((s["transport"], s["reason"]) for s in d["processes"][0]["sockets"]) == [("listen", "loopback"), ("tcp", "loopback"), ("tcp", "loopback")]' \
 		'[s["local"] for s in d["processes"][0]["sockets"] if s["transport"] == "listen"] == ["127.0.0.1:'"$port"'"]' \
-		'[s["peer"] for s in d["processes"][0]["sockets"] if s["reason"] == "loopback"] == ["127.0.0.1:'"$port"'"]' \
-		'd["processes"][0]["totals"]["fallback"]["loopback"] == 1' \
+		'sum(s["peer"] == "127.0.0.1:'"$port"'" for s in d["processes"][0]["sockets"]) == 1' \
+		'd["processes"][0]["totals"]["fallback"]["loopback"] == 3' \
 		'd["processes"][0]["totals"]["decided"]["tcp"] == 2'
 	# the table: one row per socket, the program named as ss does
 	run -0 "$BIN/xsock-stat" -p "$holder"
@@ -142,6 +147,17 @@ json_check() {
 		sleep 0.05
 	done
 	[[ ! -e /dev/shm/xsock-$child ]]
+}
+
+@test "publish: a dup'ed socket whose first fd closed shows an fd it still has" {
+	hold dup
+	local cport
+	cport=$(sed -n 2p "$T/out")
+	run -0 "$BIN/xsock-stat" --json -p "$holder"
+	json_check "$output" \
+		'[s["fd"] for s in d["processes"][0]["sockets"] if s["peer"] == "127.0.0.1:'"$cport"'"][0] in (60, 61)'
+	[[ -S /proc/$holder/fd/60 ]]
+	release
 }
 
 @test "xsock-stat: usage errors exit 2; -h exits 0" {

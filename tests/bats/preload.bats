@@ -309,7 +309,9 @@ bad_config() {
 @test "good rules file: silent, and its tcp rule is the recorded reason" {
 	require_probe
 	local rules=$T/good.rules
-	printf '# all loopback clients on kernel TCP\ntcp * client 127.0.0.0/8:*\n' >"$rules"
+	# both roles: a listener on loopback (and what it accepts) would
+	# otherwise record loopback as its reason
+	printf '# all loopback sockets on kernel TCP\ntcp * * 127.0.0.0/8:*\n' >"$rules"
 	capture plain "$PROBE" $BAD_CASES
 	(
 		export XSOCK_RULES="$rules" XSOCK_STATS="$T/stats.txt"
