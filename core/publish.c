@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -67,6 +68,36 @@ static uint64_t pub_unix_ms(void)
 
 /* Name the file after this pid and make it, empty; replaces one that an
  * earlier image of this pid (before an exec) left. Return: fd or -1. */
+static uint64_t pub_pid_ns(void);
+
+/* Whether the file at pub_path belongs to a process of another pid
+ * namespace (a container sharing /dev/shm): same pid, another process. */
+static bool pub_path_foreign(void)
+{
+	struct xs_shm_header h;
+	bool foreign = false;
+	int fd;
+
+	fd = open(pub_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    h.magic == XS_SHM_MAGIC && h.pid_ns != pub_pid_ns())
+		foreign = true;
+	close(fd);
+	return foreign;
+}
+
+/* Whether a file of @len bytes stays within RLIMIT_FSIZE (beyond it the
+ * kernel sends SIGXFSZ, which kills the application). */
+static bool pub_size_ok(size_t len)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_FSIZE, &rl) != 0 ||
+	       rl.rlim_cur == RLIM_INFINITY || (rlim_t)len <= rl.rlim_cur;
+}
+
 static int pub_create_file(void)
 {
 	int fd;
@@ -76,6 +107,12 @@ static int pub_create_file(void)
 	fd = open(pub_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 		  0600);
 	if (fd < 0 && errno == EEXIST) {
+		/* an earlier image of this pid (before exec), or a process
+		 * that died: ours to replace; another namespace's is not */
+		if (pub_path_foreign()) {
+			errno = EEXIST;
+			return -1;
+		}
 		unlink(pub_path);
 		fd = open(pub_path,
 			  O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
@@ -120,6 +157,8 @@ static int pub_map_file(size_t len, bool copy)
 	void *tmp = NULL, *p;
 	int fd, err;
 
+	if (!pub_size_ok(len))
+		return -1;
 	fd = pub_create_file();
 	if (fd < 0)
 		return -1;
@@ -239,6 +278,8 @@ fail:
  * under its own pid. Return: 0 or -1 (the copy stays private). */
 static int pub_child_publish(void)
 {
+	if (!pub_failed)
+		pub_reap_stale(); /* siblings that ended with _exit() */
 	if (pub_failed || pub_map_file(pub_len, true) != 0) {
 		pub_failed = true;
 		return -1;
@@ -256,7 +297,8 @@ static int pub_grow(void)
 	uint32_t first, i;
 	void *p;
 
-	if (full || pub_len + PUB_CHUNK > PUB_RESERVE)
+	if (full || pub_len + PUB_CHUNK > PUB_RESERVE ||
+	    !pub_size_ok(pub_len + PUB_CHUNK))
 		return -1;
 	full = true; /* until it worked */
 	if (pub_published) {
@@ -302,6 +344,14 @@ struct xs_shm_slot *xs_pub_take(struct xs_shm_slot *own)
 		goto fill;
 	if (pub_private_copy && pub_child_publish() != 0)
 		goto fill;
+	/* The list lives in the shared file: never trust it beyond the
+	 * slots mapped, or a slot in use (a same-user writer could aim our
+	 * next store anywhere); a broken list is dropped, the rest grows. */
+	if (pub_free != UINT32_MAX &&
+	    (pub_free >= (pub_len - XS_SHM_HEADER_SIZE) / XS_SHM_SLOT_SIZE ||
+	     __atomic_load_n(&pub_slot(pub_free)->state, __ATOMIC_RELAXED) !=
+		     XS_SHM_FREE))
+		pub_free = UINT32_MAX;
 	if (pub_free == UINT32_MAX && pub_grow() != 0) {
 		__atomic_fetch_add(&xs_statp->unpublished, 1, __ATOMIC_RELAXED);
 		goto fill;

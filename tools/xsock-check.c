@@ -97,8 +97,14 @@ static bool lib_loaded(void)
 
 	if (!f)
 		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, "libxsock") != NULL;
+	while (!found && fgets(line, sizeof(line), f)) {
+		/* a mapped library whose file name is libxsock*.so* (not
+		 * any path that merely contains the word) */
+		char *name = strrchr(line, '/');
+
+		found = name && strncmp(name, "/libxsock", 9) == 0 &&
+			strstr(name, ".so");
+	}
 	fclose(f);
 	return found;
 }
@@ -403,7 +409,7 @@ static int run_server(const char *host, const char *port, bool once)
 	struct sockaddr_storage peer;
 	socklen_t plen;
 	struct carried c;
-	char who[80];
+	char who[80], bound[32];
 	pthread_t t;
 	int lfd, fd, one = 1, rc;
 
@@ -424,7 +430,16 @@ static int run_server(const char *host, const char *port, bool once)
 	}
 	freeaddrinfo(res);
 	find_slot(lfd, &c);
-	printf("listening on %s:%s (%s)\n", host[0] ? host : "*", port,
+	snprintf(bound, sizeof(bound), "%s", port);
+	plen = sizeof(peer); /* the port really bound (0: the kernel's) */
+	if (getsockname(lfd, (struct sockaddr *)&peer, &plen) == 0)
+		snprintf(bound, sizeof(bound), "%u",
+			 ntohs(peer.ss_family == AF_INET6
+				       ? ((struct sockaddr_in6 *)&peer)
+						 ->sin6_port
+				       : ((struct sockaddr_in *)&peer)
+						 ->sin_port));
+	printf("listening on %s:%s (%s)\n", host[0] ? host : "*", bound,
 	       !c.known			    ? "xsock not active"
 	       : strcmp(c.reason, "-") == 0 ? "kernel tcp and rdma_cm"
 					    : "kernel tcp only");
@@ -511,6 +526,16 @@ struct rtt {
 	double min, p50, p99, avg; /* us */
 };
 
+/* Whether @s is plain printable ASCII (a peer's words reach the
+ * terminal and the JSON). */
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x21 || *s > 0x7e || *s == '"' || *s == '\\')
+			return false;
+	return true;
+}
+
 /* The server's answer, then @count round trips of @size bytes. */
 static void measure(int fd, unsigned long size, unsigned long count, int secs,
 		    struct rtt *r)
@@ -525,7 +550,10 @@ static void measure(int fd, unsigned long size, unsigned long count, int secs,
 	if (write_full(fd, line, strlen(line)) != 0 ||
 	    read_line(fd, line, sizeof(line), secs * 1000) != 0 ||
 	    sscanf(line, CHECK_MAGIC " %15s %23s %15s %u", r->peer_transport,
-		   r->peer_reason, r->peer_device, &r->peer_qp) != 4) {
+		   r->peer_reason, r->peer_device, &r->peer_qp) != 4 ||
+	    !printable(r->peer_transport) || !printable(r->peer_reason) ||
+	    !printable(r->peer_device)) {
+		memset(r->peer_transport, 0, sizeof(r->peer_transport));
 		snprintf(r->why, sizeof(r->why),
 			 "the peer is not an xsock-check --server");
 		return;

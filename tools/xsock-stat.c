@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,7 +412,11 @@ static void stat_sanitize(char *dst, size_t len, const char *src, size_t max)
 	size_t i;
 
 	for (i = 0; i + 1 < len && i < max && src[i]; i++)
-		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+		/* no quote either: a name must not close ss's ("...") */
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f && src[i] != '"' &&
+					 src[i] != '\\'
+				 ? src[i]
+				 : '?';
 	dst[i] = '\0';
 }
 
@@ -499,19 +504,19 @@ static uint64_t stat_pid_ns(void)
 }
 
 /*
- * Whether process @pid maps the file @path (inode @ino), from its
- * /proc/<pid>/maps. The path must match a mapping's path exactly: a
- * prefix (xsock-12 vs xsock-123) or a "(deleted)" mapping does not count.
+ * Whether process @pid maps the file @st (by device and inode, from its
+ * /proc/<pid>/maps: the path there is the one the process sees, which a
+ * chroot or a symlinked /dev/shm changes).
  */
-static enum stat_live stat_file_live(int pid, const char *path, ino_t ino)
+static enum stat_live stat_file_live(int pid, const struct stat *st)
 {
-	char maps[64], *line = NULL, *p;
+	char maps[64], *line = NULL;
 	enum stat_live live = STAT_UNMAPPED;
 	unsigned long long inode;
+	unsigned int maj, min;
 	size_t cap = 0;
 	ssize_t n;
 	FILE *f;
-	int off;
 
 	if (kill(pid, 0) < 0 && errno == ESRCH)
 		return STAT_GONE;
@@ -520,16 +525,13 @@ static enum stat_live stat_file_live(int pid, const char *path, ino_t ino)
 	if (!f) /* gone since, or maps closed to us (non-dumpable, hidepid) */
 		return kill(pid, 0) < 0 && errno == ESRCH ? STAT_GONE
 							  : STAT_UNKNOWN;
-	/* "start-end perms offset dev inode   path" */
+	/* "start-end perms offset major:minor inode   path" */
 	while ((n = getline(&line, &cap, f)) > 0) {
-		if (line[n - 1] == '\n')
-			line[n - 1] = '\0';
-		off = -1;
-		if (sscanf(line, "%*s %*s %*s %*s %llu %n", &inode, &off) < 1 ||
-		    off < 0)
+		if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min,
+			   &inode) != 3)
 			continue;
-		p = line + off;
-		if (inode == (unsigned long long)ino && !strcmp(p, path)) {
+		if (inode == (unsigned long long)st->st_ino &&
+		    maj == major(st->st_dev) && min == minor(st->st_dev)) {
 			live = STAT_LIVE;
 			break;
 		}
@@ -660,7 +662,7 @@ static int stat_proc_load(int dirfd, const char *name, int pid,
 	if (p->h.pid_ns != stat_pid_ns())
 		goto out_close;
 	snprintf(path, sizeof(path), "%s/%s", XS_SHM_DIR, name);
-	live = stat_file_live(pid, path, st.st_ino);
+	live = stat_file_live(pid, &st);
 	if (live == STAT_GONE || live == STAT_UNMAPPED) {
 		stat_stale_remove(dirfd, name, &st, live);
 		goto out_close;

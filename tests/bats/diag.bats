@@ -212,3 +212,14 @@ print(\"sockets\", len(ss), \"file\", os.stat(f).st_size)
 	[[ "${lines[0]}" == "sockets 200 file $((4096 + 2 * 16384))" ]]
 	[[ "$output" == *"sockets not published (no slot) 72"* ]]
 }
+
+@test "publish: under RLIMIT_FSIZE the file stops growing, the program lives (no SIGXFSZ)" {
+	# 10 KiB: the 4 KiB header fits, its first 16 KiB of slots do not
+	run -0 bash -c 'ulimit -f 10; XSOCK_STATS=1 LD_PRELOAD="$1" "$2" -c "
+import socket
+ss = [socket.socket() for i in range(5)]
+print(\"sockets\", len(ss))
+"' sh "$XSOCK_LIB" "$XS_PY"
+	[[ "${lines[0]}" == "sockets 5" ]]
+	[[ "$output" == *"sockets not published (no slot) 5"* ]]
+}
