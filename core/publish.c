@@ -368,20 +368,9 @@ fill:
 	return slot;
 }
 
-/* closed += @c */
-static void pub_fold(const struct xs_shm_counters *c)
-{
-	uint64_t *dst = (uint64_t *)(void *)&xs_statp->closed;
-	const uint64_t *src = (const void *)c;
-	int i;
-
-	for (i = 0; i < XS_SHM_NR_COUNTERS; i++)
-		dst[i] += src[i];
-}
-
 void xs_pub_give(struct xs_shm_slot *slot, struct xs_shm_slot *own)
 {
-	pub_fold(&slot->c);
+	xs_pub_sum(&xs_statp->closed, slot); /* closed += its counters */
 	__atomic_store_n(&slot->state, XS_SHM_FREE, __ATOMIC_RELEASE);
 	if (slot == own)
 		return;
