@@ -717,57 +717,75 @@ static int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
 
 /*
  * The connection's staging area: XS_RNDV_REGIONS regions of @chunk bytes,
- * registered for this connection alone (local write and window binds, no
- * remote access of its own). The windows are bound over this MR, not the
- * shared pool's: a device that checks a window's access against its MR's
- * bounds but not its own (rxe does: check_rkey() calls mr_check_range()
- * on the underlying MR) still exposes nothing but this connection's
- * outgoing bytes. Set up at the first large send, so connections that
- * never send one register nothing. Return: 0, or a negative errno (the
- * stream then sends everything eagerly).
+ * each registered on its own for this connection alone (local write and
+ * window binds, no remote access of its own). The windows are bound over
+ * these MRs, not the shared pool's, and one MR per region: a device that
+ * checks a window's access against its MR's bounds but not its own (rxe
+ * does: check_rkey() calls mr_check_range() on the underlying MR) then
+ * lets a peer read nothing outside the region it was given, not even the
+ * neighbouring regions of its own connection (at worst, past the bytes
+ * exposed, stale bytes of this region: earlier bytes of this same stream).
+ * Set up at the first large send, so connections that never send one
+ * register nothing. Return: 0, or a negative errno (the stream then sends
+ * everything eagerly).
  */
 static int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 {
 	size_t size = (size_t)chunk * XS_RNDV_REGIONS;
-	void *base;
+	uint8_t *base;
 	uint32_t i;
+	int rc;
 
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED)
 		return -ENOMEM;
-	s->stage_mr = ibv_reg_mr(s->c->dev->pd, base, size,
-				 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
-	if (!s->stage_mr) {
-		int rc = errno ? -errno : -ENOMEM;
-
-		munmap(base, size);
-		return rc;
+	for (i = 0; i < XS_RNDV_REGIONS; i++) {
+		s->stage_mr[i] = ibv_reg_mr(
+			s->c->dev->pd, base + (size_t)i * chunk, chunk,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+		if (!s->stage_mr[i]) {
+			rc = errno ? -errno : -ENOMEM;
+			goto out_dereg;
+		}
 	}
 	xs_stats_registered((long)size);
 	s->stage = base;
 	s->stage_chunk = chunk;
 	for (i = 0; i < XS_RNDV_REGIONS; i++)
 		s->rndv[i].buf = (struct xs_buf){
-			.addr = (uint8_t *)base + (size_t)i * chunk,
+			.addr = base + (size_t)i * chunk,
 			.size = chunk,
-			.lkey = s->stage_mr->lkey,
+			.lkey = s->stage_mr[i]->lkey,
 			.sb = UINT32_MAX, /* not the pool's */
-			.mr = s->stage_mr,
+			.mr = s->stage_mr[i],
 		};
 	return 0;
+
+out_dereg:
+	while (i--) {
+		ibv_dereg_mr(s->stage_mr[i]);
+		s->stage_mr[i] = NULL;
+	}
+	munmap(base, size);
+	return rc;
 }
 
 static void stream_stage_fini(struct xs_stream *s, bool dereg)
 {
+	uint32_t i, nr = 0;
+
 	if (!s->stage)
 		return;
-	if (dereg && ibv_dereg_mr(s->stage_mr) == 0)
-		xs_stats_registered(
-			-(long)((size_t)s->stage_chunk * XS_RNDV_REGIONS));
+	for (i = 0; i < XS_RNDV_REGIONS; i++) {
+		if (dereg && ibv_dereg_mr(s->stage_mr[i]) == 0)
+			nr++;
+		s->stage_mr[i] = NULL;
+	}
+	if (nr)
+		xs_stats_registered(-(long)((size_t)s->stage_chunk * nr));
 	munmap(s->stage, (size_t)s->stage_chunk * XS_RNDV_REGIONS);
 	s->stage = NULL;
-	s->stage_mr = NULL;
 }
 
 static bool stream_region_free(const struct xs_stream *s)

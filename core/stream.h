@@ -12,8 +12,9 @@
  *
  * Rendezvous: what is left of a send() beyond XSOCK_EAGER_LIMIT bytes is
  * staged in regions of up to XSOCK_RNDV_CHUNK bytes of the connection's
- * own registered staging area, each exposed read-only to this connection
- * alone by a type-2 memory window, and announced by a RNDV message (one
+ * own staging area, each region registered on its own and exposed
+ * read-only to this connection alone by a type-2 memory window over
+ * exactly the bytes staged, and announced by a RNDV message (one
  * credit). The receiver pulls the region
  * with RDMA READ into a pool buffer of its own, answers RNDV_DONE, and the
  * sender invalidates the window before the buffer returns to the pool, so
@@ -118,13 +119,14 @@ struct xs_stream {
 	struct xs_stream_slot *tx; /* tx_max slots */
 	uint64_t tx_queued;	   /* payload bytes of in-flight sends */
 	struct xs_stream_region rndv[XS_RNDV_REGIONS];
-	uint8_t *stage;		 /* staging area of the regions, or NULL */
-	struct ibv_mr *stage_mr; /* its registration, this connection's */
-	uint32_t stage_chunk;	 /* bytes per region */
-	bool rndv_off;		 /* no staging area: everything eager */
-	uint32_t rndv_seq;	 /* for region ids */
-	uint64_t rndv_tx_bytes;	 /* bytes in exposed regions */
-	uint32_t rndv_released;	 /* regions released, not invalidated */
+	uint8_t *stage; /* staging area of the regions, or NULL */
+	/* the regions' registrations, one each, this connection's */
+	struct ibv_mr *stage_mr[XS_RNDV_REGIONS];
+	uint32_t stage_chunk;	/* bytes per region */
+	bool rndv_off;		/* no staging area: everything eager */
+	uint32_t rndv_seq;	/* for region ids */
+	uint64_t rndv_tx_bytes; /* bytes in exposed regions */
+	uint32_t rndv_released; /* regions released, not invalidated */
 	/* receive side */
 	struct xs_stream_rx *rxq; /* FIFO of received DATA and RNDV */
 	uint32_t rxq_head, rxq_len;
