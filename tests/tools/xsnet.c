@@ -14,6 +14,13 @@
  *   xsnet blast IP PORT BYTES  write BYTES and exit() without close()
  *   xsnet sizes IP PORT S...   echo each size S through one connection
  *                              (a writer thread and the reader at once)
+ *   xsnet soak IP PORT STOP    one connection: a writer thread streams a
+ *                              known pattern in writes of 1 B to 200 KB
+ *                              until the file STOP exists, then
+ *                              shutdown(SHUT_WR); the reader checks every
+ *                              byte echoed. Prints "streaming" once 1 MiB
+ *                              came back, then "soak N bytes echo ok" (or
+ *                              "soak MISMATCH at byte N"; exit 1)
  *   xsnet many IP PORT N       N connections open at once, each echoing
  *   xsnet semantics IP PORT    socket-call semantics against the echo
  *                              server, one line per check
@@ -33,6 +40,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +311,78 @@ static int do_sizes(const char *ip, const char *port, int argc, char **argv)
 	return 0;
 }
 
+/* The soak stream's byte at offset @i. */
+static unsigned char soak_byte(unsigned long long i)
+{
+	return (unsigned char)((i * 131u + 29u) ^ (i >> 9) ^ (i >> 20));
+}
+
+struct soak {
+	int fd;
+	const char *stop;
+	unsigned long long sent;
+};
+
+/* Write sizes on both sides of the inline, eager and rendezvous edges. */
+static void *soak_writer(void *arg)
+{
+	static const size_t sizes[] = { 1,    100,   4088,	 4089,
+					4097, 65536, 65537, 200000 };
+	static unsigned char buf[200000];
+	struct soak *w = arg;
+	size_t k = 0, n, i;
+
+	while (access(w->stop, F_OK) != 0) {
+		n = sizes[k++ % (sizeof(sizes) / sizeof(sizes[0]))];
+		for (i = 0; i < n; i++)
+			buf[i] = soak_byte(w->sent + i);
+		write_all(w->fd, buf, n);
+		w->sent += n;
+	}
+	if (shutdown(w->fd, SHUT_WR) < 0)
+		die("shutdown");
+	return NULL;
+}
+
+static int do_soak(const char *ip, const char *port, const char *stop)
+{
+	static unsigned char buf[1 << 16];
+	struct soak w = { connect_to(ip, port), stop, 0 };
+	unsigned long long got = 0;
+	bool announced = false;
+	pthread_t t;
+	ssize_t n, i;
+
+	if (pthread_create(&t, NULL, soak_writer, &w))
+		die("pthread_create");
+	while ((n = read(w.fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("read");
+		for (i = 0; i < n; i++)
+			if (buf[i] != soak_byte(got + (unsigned long long)i)) {
+				printf("soak MISMATCH at byte %llu\n",
+				       got + (unsigned long long)i);
+				return 1;
+			}
+		got += (unsigned long long)n;
+		if (!announced && got >= (1u << 20)) {
+			printf("streaming\n");
+			announced = true;
+		}
+	}
+	pthread_join(t, NULL);
+	if (got != w.sent) {
+		printf("soak MISMATCH: %llu bytes sent, %llu came back\n",
+		       w.sent, got);
+		return 1;
+	}
+	printf("soak %llu bytes echo ok\n", got);
+	close(w.fd);
+	return 0;
+}
+
 static int do_many(const char *ip, const char *port, int n)
 {
 	int *fds = calloc((size_t)n, sizeof(int)), i, bad = 0;
@@ -548,13 +628,15 @@ int main(int argc, char **argv)
 		return do_blast(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc >= 4 && !strcmp(argv[1], "sizes"))
 		return do_sizes(argv[2], argv[3], argc - 4, argv + 4);
+	if (argc >= 5 && !strcmp(argv[1], "soak"))
+		return do_soak(argv[2], argv[3], argv[4]);
 	if (argc >= 5 && !strcmp(argv[1], "many"))
 		return do_many(argv[2], argv[3], atoi(argv[4]));
 	if (argc >= 5 && !strcmp(argv[1], "nbconnect"))
 		return do_nbconnect(argv[2], argv[3], argv[4]);
 	if (argc >= 4 && !strcmp(argv[1], "semantics"))
 		return do_semantics(argv[2], argv[3]);
-	fprintf(stderr, "usage: xsnet serve|sink|source|sizes|many|semantics "
+	fprintf(stderr, "usage: xsnet serve|sink|source|sizes|soak|many|semantics "
 			"IP PORT ...\n");
 	return 2;
 }
