@@ -76,6 +76,15 @@ $(B)/tools/%: tests/tools/%.c
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -O1 -g $(SAN) \
 		-o $@ $< -lpthread
 
+# The rogue peer speaks the wire format on raw verbs, with core/proto.c's
+# encoder and none of the library.
+$(B)/tools/rogue_peer: tests/tools/rogue_peer.c core/proto.c core/proto.h
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+		-Wmissing-prototypes $(WERROR) -O1 -g $(SAN) -o $@ $< core/proto.c \
+		-libverbs -lrdmacm
+
 $(B)/tools/%: bench/tools/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
