@@ -153,6 +153,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	struct ibv_context *verbs = c->id->verbs;
 	struct ibv_qp_init_attr attr;
 	uint32_t inline_max = p->inline_max;
+	uint8_t ack_timeout = XS_ACK_TIMEOUT;
 	unsigned int i, nr_rx;
 	int rc = 0;
 
@@ -189,6 +190,12 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		inline_max /= 2;
 	}
 	c->max_inline = attr.cap.max_inline_data;
+	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &ack_timeout, sizeof(ack_timeout)))
+		xs_log_once(XS_LOG_INFO, "conn",
+			    "cannot set the ACK timeout (%s): the fabric's "
+			    "default applies",
+			    strerror(errno));
 	/* Windows for rendezvous; a device without type-2 windows sends
 	 * everything eagerly. */
 	while (p->max_rndv && c->nr_mw < XS_RNDV_REGIONS) {
@@ -216,6 +223,9 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		if (rc)
 			return rc;
 	}
+	if (p->max_rndv)
+		return xs_pool_alloc(&c->dev->pool, p->eager_size,
+				     &c->rx_spare);
 	return 0;
 }
 
@@ -247,7 +257,7 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 		param->initiator_depth = conn_min8(param->initiator_depth,
 						   req->responder_resources);
 	}
-	param->retry_count = 7;
+	param->retry_count = XS_RETRY_COUNT;
 	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
 }
 
@@ -352,6 +362,8 @@ void xs_conn_destroy(struct xs_conn *c)
 		ibv_destroy_comp_channel(c->cc);
 	for (i = 0; i < c->nr_rx; i++)
 		xs_pool_free(&c->dev->pool, &c->rx[i]);
+	if (c->rx_spare.addr)
+		xs_pool_free(&c->dev->pool, &c->rx_spare);
 	free(c->rx);
 	if (c->id)
 		rdma_destroy_id(c->id);
@@ -561,6 +573,16 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 	return rc;
 }
 
+void xs_listener_requeue(struct xs_listener *l, struct xs_conn *c)
+{
+	c->next = l->ready;
+	l->ready = c;
+	if (!l->ready_tail)
+		l->ready_tail = c;
+	l->nr_ready++;
+	xs_stream_news_bump(); /* readable again */
+}
+
 void xs_listener_destroy(struct xs_listener *l)
 {
 	struct xs_conn *c;
@@ -683,6 +705,17 @@ int xs_conn_post_inv(struct xs_conn *c, uint32_t rkey, uint64_t wr_id)
 		.send_flags = IBV_SEND_SIGNALED,
 		.invalidate_rkey = rkey,
 	}, *bad;
+
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
+int xs_conn_post_probe(struct xs_conn *c, uint64_t wr_id)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad; /* no SGE: zero bytes, no address, no rkey */
 
 	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
 }

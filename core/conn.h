@@ -40,6 +40,20 @@
 #define XS_RNDV_MAX_REGION XS_POOL_SUPERBLOCK /* bytes */
 #define XS_RNDV_RD_DEPTH   4
 
+/*
+ * RC retransmission, which finds a peer that stopped answering: the local
+ * ACK timeout (4.096 us x 2^XS_ACK_TIMEOUT = 1.07 s, set on each QP with
+ * RDMA_OPTION_ID_ACK_TIMEOUT) and XS_RETRY_COUNT retries give up after
+ * about 7 x 1.07 = 7.5 s of silence, with IBV_WC_RETRY_EXC_ERR (ETIMEDOUT
+ * to the application). An outage of a few seconds (a link flap) is
+ * survived, every byte intact. 6, not the IB maximum of 7: rxe reads 7
+ * as "retry forever" (rxe_comp.c, as rnr_retry), and a stream to a
+ * vanished peer then waited forever: a 33 s blackhole of the data link
+ * left it without a completion, the peer's QP long destroyed.
+ */
+#define XS_ACK_TIMEOUT 18
+#define XS_RETRY_COUNT 6
+
 /* What one side offers in its hello. */
 struct xs_conn_params {
 	uint16_t credits;    /* receive buffers posted, XS_WIRE_*_CREDITS */
@@ -69,6 +83,10 @@ struct xs_conn {
 	struct ibv_cq *cq;
 	struct xs_buf *rx; /* receive ring, nr_rx buffers, wr_id = index */
 	unsigned int nr_rx;
+	/* one more buffer of the ring's size that a rendezvous READ lands
+	 * in when the pool has nothing else: a region then comes in pieces,
+	 * but it comes (core/stream.c); none when p->max_rndv is 0 */
+	struct xs_buf rx_spare;
 	uint32_t max_inline; /* what the QP really granted */
 	/* type-2 memory windows for rendezvous regions; nr_mw 0 when the
 	 * device has none (the connection then sends everything eagerly) */
@@ -144,6 +162,16 @@ int xs_listener_fd(const struct xs_listener *l);
  */
 int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 		       int timeout_ms);
+
+/**
+ * xs_listener_requeue() - put back a connection xs_listener_accept() gave,
+ *                         first in line, when accept() cannot complete it
+ *                         (no fd left): the kernel likewise leaves the
+ *                         connection queued when accept(2) fails with EMFILE
+ * @l: listener
+ * @c: the connection, untouched since xs_listener_accept()
+ */
+void xs_listener_requeue(struct xs_listener *l, struct xs_conn *c);
 
 /**
  * xs_listener_poll() - handle pending CM events without waiting
@@ -222,6 +250,21 @@ int xs_conn_post_read(struct xs_conn *c, const struct xs_buf *dst, uint32_t len,
  * Return: 0, or the negative errno of ibv_post_send.
  */
 int xs_conn_post_inv(struct xs_conn *c, uint32_t rkey, uint64_t wr_id);
+
+/**
+ * xs_conn_post_probe() - post a keepalive probe: a zero-length RDMA WRITE,
+ *                        which the peer's HCA acknowledges without
+ *                        touching memory or consuming a receive buffer
+ * @c:     connection
+ * @wr_id: returned in the completion
+ *
+ * Source: InfiniBand Architecture Specification vol. 1, C9-88: a
+ * zero-length RDMA operation need not carry a valid R_Key, and the
+ * responder validates none. A peer that is gone fails it as any WR, after
+ * the QP's retry budget (IBV_WC_RETRY_EXC_ERR).
+ * Return: 0, or the negative errno of ibv_post_send.
+ */
+int xs_conn_post_probe(struct xs_conn *c, uint64_t wr_id);
 
 /**
  * xs_conn_repost_recv() - give receive buffer @i back to the QP

@@ -9,6 +9,7 @@
  */
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core_int.h"
@@ -62,6 +64,8 @@ static pthread_mutex_t sock_linger_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_linger *sock_lingering; /* protected by the lock */
 static atomic_uint sock_nr_lingering;
 static struct xs_sock *sock_live; /* protected by sock_linger_lock */
+static bool sock_probe_running;	  /* sock_probe_main(); sock_linger_lock */
+static bool sock_probe_stopped;	  /* at exit; sock_linger_lock */
 
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
@@ -200,6 +204,7 @@ void xs_core_atfork_child(void)
 	sock_lingering = NULL;
 	atomic_store(&sock_nr_lingering, 0);
 	sock_live = NULL;
+	sock_probe_running = false; /* threads do not survive fork() */
 	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
@@ -258,6 +263,7 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	atomic_store_explicit(&s->sndtimeo_ms, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->linger_ms, XS_LINGER_OFF,
 			      memory_order_relaxed);
+	atomic_store_explicit(&s->keepidle_s, 0, memory_order_relaxed);
 	s->domain = domain;
 	s->type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 	s->protocol = protocol;
@@ -377,8 +383,10 @@ void xs_core_exit(void)
 	bool pending;
 
 	xs_tls_depth++;
-	/* The kernel closes a dying process's sockets gracefully: so do we. */
+	/* The kernel closes a dying process's sockets gracefully: so do we.
+	 * No probe from here on: the verbs libraries' destructors follow. */
 	pthread_mutex_lock(&sock_linger_lock);
+	sock_probe_stopped = true;
 	for (s = sock_live; s; s = s->live_next)
 		if (atomic_load(&s->linger_ms) == 0)
 			xs_stream_abort(s->stream); /* tcp_close() does too */
@@ -397,6 +405,69 @@ void xs_core_exit(void)
 			usleep(200);
 	} while (pending && xs_now_us() < deadline);
 	xs_tls_depth--;
+}
+
+/*
+ * The timers of TCP that an fd whose connection is a QP does not get from
+ * the kernel: the keepalive timer (SO_KEEPALIVE) and the persist timer (a
+ * sender waiting on a silent peer). Once a second this thread hands every
+ * live RDMA socket to xs_stream_probe(), which probes a peer that owes
+ * this side something, or has been idle for TCP_KEEPIDLE with keepalive
+ * on; a second is the granularity of TCP_KEEPIDLE itself. Started by the
+ * first RDMA connection; runs until the process exits (a forked child
+ * starts its own).
+ */
+static void *sock_probe_main(void *arg)
+{
+	const struct timespec tick = { .tv_sec = 1 };
+	struct xs_sock *s;
+	uint64_t now;
+	int idle;
+
+	(void)arg;
+	xs_tls_depth++; /* our own calls are never the application's */
+	for (;;) {
+		nanosleep(&tick, NULL);
+		now = xs_now_us();
+		pthread_mutex_lock(&sock_linger_lock);
+		for (s = sock_probe_stopped ? NULL : sock_live; s;
+		     s = s->live_next) {
+			idle = atomic_load_explicit(&s->keepidle_s,
+						    memory_order_relaxed);
+			xs_stream_probe(s->stream, now,
+					(uint64_t)idle * 1000000u);
+		}
+		pthread_mutex_unlock(&sock_linger_lock);
+	}
+	return NULL;
+}
+
+/* Start the probe thread unless it runs. Context: sock_linger_lock held. */
+static void sock_probe_start_locked(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int rc;
+
+	if (sock_probe_running)
+		return;
+	sigfillset(&all); /* the application's signals are not ours */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &attr, sock_probe_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0) {
+		sock_probe_running = true;
+		pthread_setname_np(t, "xsock-probe");
+	} else {
+		xs_log_once(XS_LOG_WARN, "sock",
+			    "no probe thread (%s): a silent peer is found "
+			    "only by the WRs in flight to it",
+			    strerror(rc));
+	}
 }
 
 void xs_sock_live_sum(struct xs_shm_counters *sum)
@@ -706,6 +777,36 @@ static void sock_neg_add(const struct sockaddr *addr, int reason)
 }
 
 /*
+ * Kernel TCP to @addr failed too, with @err: if that says nobody is there
+ * (refused, unreachable, timed out), RDMA failed because the destination is
+ * down, not because it lacks xsock; forget it, so that the first connect
+ * after it comes back (a server restart) tries RDMA again.
+ */
+static void sock_neg_forget(const struct sockaddr *addr, int err)
+{
+	uint8_t key[16];
+	uint16_t port;
+	int i;
+
+	if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH &&
+	    err != ENETUNREACH)
+		return;
+	sock_neg_key(addr, key, &port);
+	pthread_mutex_lock(&sock_neg_lock);
+	for (i = 0; i < SOCK_NEG_SLOTS; i++)
+		if (sock_neg[i].port == port &&
+		    !memcmp(sock_neg[i].addr, key, 16))
+			sock_neg[i].expiry = 0;
+	pthread_mutex_unlock(&sock_neg_lock);
+}
+
+void xs_sock_tcp_connect_failed(struct xs_sock *s, int err)
+{
+	if (xs_sock_kind(s) == XS_KIND_TCP && s->pub->peer.sin6_family)
+		sock_neg_forget((const struct sockaddr *)&s->pub->peer, err);
+}
+
+/*
  * rdma_cm and the kernel speak of an IPv4 peer of an AF_INET6 socket
  * differently: rdma_cm wants AF_INET, the application expects a mapped
  * IPv6 address. These convert in place.
@@ -798,6 +899,7 @@ static int sock_attach(struct xs_sock *s, struct xs_conn *c)
 	if (sock_live)
 		sock_live->live_prev = s;
 	sock_live = s;
+	sock_probe_start_locked();
 	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_lock(&s->lock);
 	sock_set_kind(s, XS_KIND_RDMA, XS_FB_NONE);
@@ -894,8 +996,11 @@ static void *sock_connect_main(void *arg)
 		if (atomic_load(&s->refcnt) > 1 &&
 		    xs_real.connect(a->fd, (struct sockaddr *)&a->addr,
 				    a->len) < 0 &&
-		    errno != EINPROGRESS)
+		    errno != EINPROGRESS) {
 			s->connect_err = errno;
+			sock_neg_forget((struct sockaddr *)&a->rdma_addr,
+					errno);
+		}
 		if (xs_sock_kind(s) == XS_KIND_PENDING) {
 			sock_set_kind(s, XS_KIND_TCP, reason);
 			sock_pub_kernel_addrs(
@@ -1049,6 +1154,8 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 	rc = xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
 	if (s->pub->peer.sin6_family == 0 && xs_sock_kind(s) == XS_KIND_TCP)
 		sock_pub_kernel_addrs(s, fd, addr, len);
+	if (rc)
+		xs_sock_tcp_connect_failed(s, -rc);
 	return rc;
 }
 
@@ -1141,8 +1248,12 @@ static int sock_accept_rdma(struct xs_sock *s, struct sockaddr *addr,
 		s->domain,
 		SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
 	if (nfd < 0) {
+		/* EMFILE, ENFILE, ENOBUFS: the connection stays queued for
+		 * a later accept(), as in the kernel's accept queue */
 		rc = -errno;
-		xs_conn_destroy(conn);
+		pthread_mutex_lock(&s->lock);
+		xs_listener_requeue(s->listener, conn);
+		pthread_mutex_unlock(&s->lock);
 		return rc;
 	}
 	c = xs_sock_create(s->domain, SOCK_STREAM | flags, s->protocol);
@@ -1205,6 +1316,33 @@ static void sock_inherit_linger(struct xs_sock *s, int fd, struct xs_sock *c,
 	errno = err;
 }
 
+/* The same for SO_KEEPALIVE and TCP_KEEPIDLE/KEEPINTVL/KEEPCNT. */
+static void sock_inherit_keepalive(struct xs_sock *s, int fd, int nfd,
+				   struct xs_sock *c)
+{
+	static const int opts[][2] = {
+		{ SOL_SOCKET, SO_KEEPALIVE },
+		{ IPPROTO_TCP, TCP_KEEPIDLE },
+		{ IPPROTO_TCP, TCP_KEEPINTVL },
+		{ IPPROTO_TCP, TCP_KEEPCNT },
+	};
+	int err = errno, val;
+	socklen_t len;
+	size_t i;
+
+	if (!atomic_load(&s->keepidle_s))
+		return;
+	for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		len = sizeof(val);
+		if (xs_real.getsockopt(fd, opts[i][0], opts[i][1], &val,
+				       &len) == 0)
+			xs_real.setsockopt(nfd, opts[i][0], opts[i][1], &val,
+					   len);
+	}
+	atomic_store(&c->keepidle_s, atomic_load(&s->keepidle_s));
+	errno = err;
+}
+
 int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		   socklen_t *len, int flags, bool accept4,
 		   struct xs_sock **child)
@@ -1221,8 +1359,10 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	while (s->listener && xs_sock_kind(s) == XS_KIND_LISTEN &&
 	       xs_sock_mine(s)) {
 		nfd = sock_accept_rdma(s, addr, len, flags, child);
-		if (nfd >= 0)
+		if (nfd >= 0) {
 			sock_inherit_linger(s, fd, *child, nfd);
+			sock_inherit_keepalive(s, fd, nfd, *child);
+		}
 		if (nfd != -EAGAIN)
 			return nfd;
 		if (atomic_load(&s->nonblock))

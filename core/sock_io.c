@@ -10,6 +10,8 @@
  * Context: any thread; the stream has its own lock.
  */
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +237,25 @@ static void sock_linger_done(struct xs_sock *s, int fd)
 	atomic_store(&s->linger_ms, ms);
 }
 
+/*
+ * SO_KEEPALIVE or TCP_KEEPIDLE changed: read both back from the kernel
+ * (which validated them; TCP_KEEPIDLE defaults to net.ipv4.tcp_keepalive_time)
+ * for the probe thread (core/sock.c).
+ */
+static void sock_keepalive_done(struct xs_sock *s, int fd)
+{
+	int on = 0, idle = 0;
+	socklen_t len = sizeof(on);
+
+	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len) < 0)
+		return;
+	len = sizeof(idle);
+	if (on &&
+	    xs_real.getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len) < 0)
+		return;
+	atomic_store(&s->keepidle_s, on && idle > 0 ? idle : 0);
+}
+
 void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
 {
 	struct timeval tv;
@@ -243,6 +264,11 @@ void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
 
 	if (level == SOL_SOCKET && name == SO_LINGER) {
 		sock_linger_done(s, fd);
+		return;
+	}
+	if ((level == SOL_SOCKET && name == SO_KEEPALIVE) ||
+	    (level == IPPROTO_TCP && name == TCP_KEEPIDLE)) {
+		sock_keepalive_done(s, fd);
 		return;
 	}
 	if (level != SOL_SOCKET ||

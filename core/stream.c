@@ -35,9 +35,10 @@
 /* struct xs_stream_slot.kind */
 enum {
 	STREAM_SLOT_FREE,
-	STREAM_SLOT_SEND, /* a message; buf (if any) freed on completion */
-	STREAM_SLOT_READ, /* an RDMA READ for rxq position arg */
-	STREAM_SLOT_INV,  /* invalidation of region arg; buf is its bytes */
+	STREAM_SLOT_SEND,  /* a message; buf (if any) freed on completion */
+	STREAM_SLOT_READ,  /* an RDMA READ for rxq position arg */
+	STREAM_SLOT_INV,   /* invalidation of region arg; buf is its bytes */
+	STREAM_SLOT_PROBE, /* a probe of the peer (xs_stream_probe) */
 };
 
 /* struct xs_stream_region.state */
@@ -172,16 +173,23 @@ void xs_stream_unpublish(struct xs_stream *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void stream_reset(struct xs_stream *s, const char *why)
+/* The connection is dead: calls report @err once (sk_err), then EOF or
+ * EPIPE. */
+static void stream_fail(struct xs_stream *s, int err, const char *why)
 {
 	stream_news();
 	if (s->error)
 		return;
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-	s->error = -ECONNRESET;
+	s->error = err;
 	s->error_pending = true;
 	s->pub->flags |= XS_SHM_F_RESET;
 	xs_info("stream", "connection reset: %s", why);
+}
+
+static void stream_reset(struct xs_stream *s, const char *why)
+{
+	stream_fail(s, -ECONNRESET, why);
 }
 
 /*
@@ -276,7 +284,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		 * credit) until the region's bytes are read. */
 		*e = (struct xs_stream_rx){
 			.idx = idx,
-			.end = m.rndv_len,
+			.rlen = m.rndv_len,
 			.state = XS_RX_RNDV_WAIT,
 			.raddr = m.rndv_addr,
 			.rkey = m.rndv_rkey,
@@ -314,6 +322,7 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 	struct xs_stream_rx *e;
 
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	s->wc_seen++;
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
 			s->pub->c.rnr_errors++;
@@ -333,7 +342,12 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 					? "invalidate"
 					: "send",
 				ibv_wc_status_str(wc->status), wc->vendor_err);
-		stream_reset(s, ibv_wc_status_str(wc->status));
+		/* The peer stopped acknowledging: the retransmission timeout
+		 * of TCP (tcp_write_err), ETIMEDOUT. */
+		stream_fail(s,
+			    wc->status == IBV_WC_RETRY_EXC_ERR ? -ETIMEDOUT
+							       : -ECONNRESET,
+			    ibv_wc_status_str(wc->status));
 	}
 	if (wc->wr_id & STREAM_WR_BIND)
 		return; /* a failed bind; the reset above says it all */
@@ -355,8 +369,10 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		    e->state == XS_RX_RNDV_READING) {
 			e->state = XS_RX_RNDV_READY;
 			s->rx_arrived += e->end;
-			s->pub->c.rndv_read++;
 			stream_pub_queues(s);
+			if (e->roff + e->end < e->rlen)
+				break; /* more pieces to come */
+			s->pub->c.rndv_read++;
 			/* its RNDV_DONE: queued, as no slot may be free */
 			s->done_q[(s->done_q_head + s->done_q_len) %
 				  s->c->nr_rx] = e->rid;
@@ -370,6 +386,9 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		       ibv_wc_status_str(wc->status));
 		s->rndv_tx_bytes -= r->len;
 		r->state = STREAM_REGION_FREE;
+		break;
+	case STREAM_SLOT_PROBE:
+		s->probe_posted = 0; /* answered: the silence starts again */
 		break;
 	}
 	if (slot->buf.addr)
@@ -862,12 +881,41 @@ static int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur,
  * answer RNDV_DONE for those READ. Called with s->lock held, after
  * completions; never blocks.
  */
+/*
+ * A buffer to READ (the rest of) a region of @want bytes into: one that
+ * holds it all from the pool, else the connection's spare (one ring
+ * buffer's size: the region then comes in pieces). The pool may be all
+ * receive rings - its superblocks each serve one size class, and a tiny
+ * XSOCK_POOL_MB is one superblock - and nothing of that frees itself:
+ * without the spare a region could wait forever. Return: 0 or -EAGAIN.
+ */
+static int stream_rndv_buf(struct xs_stream *s, uint32_t want, struct xs_buf *b)
+{
+	if (stream_alloc(s, want, b) == 0)
+		return 0;
+	if (s->rx_spare_busy || !s->c->rx_spare.addr)
+		return -EAGAIN;
+	*b = s->c->rx_spare;
+	s->rx_spare_busy = true;
+	return 0;
+}
+
+/* Give back the buffer a region's piece was READ into. */
+static void stream_rx_free(struct xs_stream *s, struct xs_stream_rx *e)
+{
+	if (e->buf.addr == s->c->rx_spare.addr)
+		s->rx_spare_busy = false;
+	else
+		xs_pool_free(&s->c->dev->pool, &e->buf);
+	e->buf = (struct xs_buf){ 0 };
+}
+
 static void stream_rndv_progress(struct xs_stream *s)
 {
 	struct xs_conn *c = s->c;
 	struct xs_stream_region *r;
 	struct xs_stream_rx *e;
-	uint32_t i, pos;
+	uint32_t i, pos, want;
 	int slot;
 
 	if (s->error)
@@ -907,15 +955,18 @@ static void stream_rndv_progress(struct xs_stream *s)
 			continue;
 		/* READ ahead of the reader within the budget (and always
 		 * the first region, whatever its size) */
-		if (s->rndv_rx_held &&
-		    s->rndv_rx_held + e->end > XS_RNDV_RX_HELD)
+		want = e->rlen - e->roff;
+		if (s->rndv_rx_held && s->rndv_rx_held + want > XS_RNDV_RX_HELD)
 			return;
 		slot = stream_slot(s);
-		if (slot < 0 || stream_alloc(s, e->end, &e->buf))
+		if (slot < 0 || stream_rndv_buf(s, want, &e->buf))
 			return;
-		if (xs_conn_post_read(c, &e->buf, e->end, e->raddr, e->rkey,
+		e->off = 0;
+		e->end = want < e->buf.size ? want : (uint32_t)e->buf.size;
+		if (xs_conn_post_read(c, &e->buf, e->end, e->raddr + e->roff,
+				      e->rkey,
 				      STREAM_WR_SEND | (uint64_t)slot)) {
-			xs_pool_free(&c->dev->pool, &e->buf);
+			stream_rx_free(s, e);
 			stream_reset(s, "cannot post an RDMA READ");
 			return;
 		}
@@ -1040,17 +1091,29 @@ static uint8_t *stream_rx_bytes(struct xs_stream *s,
 	return e->state == XS_RX_DATA ? s->c->rx[e->idx].addr : e->buf.addr;
 }
 
-/* The head entry is consumed: give its buffers back. */
-static void stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
+/*
+ * The head entry's bytes are consumed: give its buffers back. A region
+ * READ in pieces goes back to waiting for its next piece instead.
+ * Return: true when the entry is gone, false when a piece is next.
+ */
+static bool stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
 {
 	if (e->state == XS_RX_RNDV_READY) {
-		xs_pool_free(&s->c->dev->pool, &e->buf);
+		stream_rx_free(s, e);
 		s->rndv_rx_held -= e->end;
+		e->roff += e->end;
+		if (e->roff < e->rlen) {
+			e->off = e->end = 0;
+			e->state = XS_RX_RNDV_WAIT;
+			s->rndv_rx_wait++;
+			return false;
+		}
 	}
 	s->rx_data_held--;
 	stream_repost(s, e->idx);
 	s->rxq_head = (s->rxq_head + 1) % s->c->nr_rx;
 	s->rxq_len--;
+	return true;
 }
 
 /*
@@ -1081,7 +1144,7 @@ static size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur,
 		}
 		r->off += (uint32_t)n;
 		if (r->off == r->end) {
-			stream_rx_pop(s, r);
+			stream_rx_pop(s, r); /* or back to waiting: stop */
 			popped = true;
 		}
 	}
@@ -1362,11 +1425,59 @@ void xs_stream_abort(struct xs_stream *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
+{
+	uint64_t seen, after;
+	int i, rc;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->error || s->peer_gone || !s->c)
+		goto out;
+	if (s->probe_posted) {
+		/* Answered or failed within the retry budget on a working
+		 * transport; neither, and it never will be. */
+		if (now - s->probe_posted > XS_PROBE_DEADLINE_US) {
+			stream_fail(s, -ETIMEDOUT, "probe unanswered");
+			pthread_cond_broadcast(&s->cond);
+		}
+		goto out;
+	}
+	/* Silence: nothing received, nothing completed since the last look */
+	seen = s->pub->c.msgs_received + s->wc_seen;
+	if (seen != s->probe_seen || !s->probe_quiet_since) {
+		s->probe_seen = seen;
+		s->probe_quiet_since = now;
+		goto out;
+	}
+	if (s->tx_inflight || s->rndv_tx_bytes || !s->tx_credits)
+		after = XS_PERSIST_US; /* stalled, or the peer owes us */
+	else if (keepidle_us)
+		after = keepidle_us;
+	else
+		goto out;
+	if (now - s->probe_quiet_since < after || (i = stream_slot(s)) < 0)
+		goto out;
+	rc = xs_conn_post_probe(s->c, STREAM_WR_SEND | (uint64_t)i);
+	if (rc) {
+		stream_reset(s, "cannot post a probe");
+		pthread_cond_broadcast(&s->cond);
+		goto out;
+	}
+	stream_slot_take(s, i, STREAM_SLOT_PROBE, 0, 0, NULL);
+	s->probe_posted = now;
+	xs_dbg("stream", "probe after %llu ms of silence, %u WRs in flight",
+	       (unsigned long long)(now - s->probe_quiet_since) / 1000u,
+	       s->tx_inflight - 1);
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
 void xs_stream_close(struct xs_stream *s, int timeout_ms)
 {
 	uint64_t deadline = stream_deadline(timeout_ms);
 	struct xs_dev *dev;
 	uint32_t i, nr_rx;
+	void *spare;
 
 	stream_news(); /* a call: readiness may change */
 	if (!s->c)
@@ -1385,6 +1496,7 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 	pthread_mutex_unlock(&s->lock);
 	/* QP and windows first: no READ or send may touch a buffer once
 	 * the pool hands it to another connection. */
+	spare = s->c->rx_spare.addr; /* freed with the connection */
 	xs_conn_destroy(s->c);
 	for (i = 0; i < s->tx_max; i++)
 		if (s->tx[i].kind != STREAM_SLOT_FREE && s->tx[i].buf.addr)
@@ -1393,8 +1505,9 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 	for (i = 0; i < s->rxq_len; i++) {
 		struct xs_stream_rx *r = &s->rxq[(s->rxq_head + i) % nr_rx];
 
-		if (r->state == XS_RX_RNDV_READING ||
-		    r->state == XS_RX_RNDV_READY)
+		if ((r->state == XS_RX_RNDV_READING ||
+		     r->state == XS_RX_RNDV_READY) &&
+		    r->buf.addr != spare)
 			xs_pool_free(&dev->pool, &r->buf);
 	}
 	stream_free(s);

@@ -61,7 +61,10 @@ enum xs_stream_rx_state {
 struct xs_stream_rx {
 	uint32_t idx;	   /* receive ring index holding the message */
 	uint32_t off;	   /* next byte to read */
-	uint32_t end;	   /* one past the last byte */
+	uint32_t end;	   /* one past the last byte (rendezvous: of the
+			    * piece READ into buf) */
+	uint32_t roff;	   /* rendezvous: region bytes consumed before */
+	uint32_t rlen;	   /* rendezvous: the region's length */
 	uint8_t state;	   /* enum xs_stream_rx_state */
 	struct xs_buf buf; /* rendezvous: the pool buffer READ into */
 	uint64_t raddr;	   /* rendezvous: the peer's region */
@@ -96,6 +99,21 @@ struct xs_stream_region {
 #define XS_EV_ERR   0x008
 #define XS_EV_HUP   0x010
 #define XS_EV_RDHUP 0x2000
+
+/*
+ * Silence after which a peer that owes this side something is probed
+ * (xs_stream_probe), µs. TCP's persist timer starts at the RTO (200 ms and
+ * up); 2 s keeps probes rare on a healthy but slow peer, and adds little
+ * to the RC retry budget a dead peer is found by.
+ */
+#define XS_PERSIST_US 2000000u
+
+/*
+ * A probe neither answered nor failed this long after it went (µs) finds a
+ * transport that never will: two retry budgets (XS_ACK_TIMEOUT,
+ * XS_RETRY_COUNT: about 7.5 s each).
+ */
+#define XS_PROBE_DEADLINE_US 15000000u
 
 /* Bytes a receiver READs ahead of the application, per connection. */
 #define XS_RNDV_RX_HELD (4u << 20)
@@ -136,6 +154,7 @@ struct xs_stream {
 	uint64_t rndv_rx_held;	/* bytes READ or being READ, not consumed */
 	uint32_t rx_unreturned; /* buffers re-posted, not yet announced */
 	uint32_t rx_data_held;	/* DATA and RNDV buffers not yet read */
+	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
 	bool wr_shut;	    /* shutdown(SHUT_WR) or close: FIN after the data */
@@ -151,6 +170,11 @@ struct xs_stream {
 	struct xs_shm_slot *pub;
 	struct xs_shm_slot pub_own;
 	uint64_t rx_arrived; /* payload bytes received, read or not */
+	/* probes of a silent peer (xs_stream_probe); times in µs */
+	uint64_t wc_seen;    /* completions handled */
+	uint64_t probe_seen; /* msgs_received + wc_seen at the last look */
+	uint64_t probe_quiet_since; /* when that last changed, 0 not yet */
+	uint64_t probe_posted;	    /* when the probe in flight went, or 0 */
 };
 
 /**
@@ -328,6 +352,36 @@ int xs_stream_linger(struct xs_stream *s, int timeout_ms);
  * the RESET has left; release the stream with xs_stream_close().
  */
 void xs_stream_abort(struct xs_stream *s);
+
+/**
+ * xs_stream_probe() - TCP's persist and keepalive timers, and a watchdog
+ *                     over the transport: probe a peer that has been
+ *                     silent too long
+ * @s:           stream
+ * @now:         xs_now_us()
+ * @keepidle_us: SO_KEEPALIVE's TCP_KEEPIDLE in µs, 0 with keepalive off
+ *
+ * Silent means no DATA or RNDV received and no completion since the last
+ * look. The probe is a zero-length RDMA WRITE (xs_conn_post_probe): the
+ * peer's HCA answers it without its process, as a TCP peer's kernel
+ * answers a probe. It goes after XS_PERSIST_US of silence when
+ *  - the peer owes this side something: regions exposed to it and not
+ *    pulled yet, or a send window it has not reopened (TCP's persist timer
+ *    probes a zero window likewise);
+ *  - WRs are in flight and none completes: the probe's ACK, past their
+ *    PSNs, makes the requester retry what it lacks (IB's implied NAK of a
+ *    missing READ response). rxe was seen to leave READs whose responses
+ *    a 2 s outage of the link lost neither retried nor failed, for good;
+ * and, with keepalive on, after @keepidle_us of any silence.
+ * Answered, the silence starts again. Unanswered, the QP's retry budget
+ * runs out and the stream fails with ETIMEDOUT, as a TCP socket whose
+ * probes went unanswered: the RC transport's retransmission plays the part
+ * of TCP_KEEPINTVL x TCP_KEEPCNT (and of tcp_retries2). A probe neither
+ * answered nor failed after XS_PROBE_DEADLINE_US means a transport that
+ * will never complete it: the stream fails with ETIMEDOUT too.
+ * Context: the probe thread (core/sock.c), about once a second.
+ */
+void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us);
 
 /**
  * xs_stream_close() - FIN if not sent (unless aborted), wait (bounded)

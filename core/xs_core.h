@@ -108,8 +108,9 @@ struct xs_sock {
 	 * the RDMA data path needs no system call to learn it. */
 	atomic_bool nonblock; /* O_NONBLOCK (SOCK_NONBLOCK, F_SETFL, FIONBIO) */
 	atomic_int rcvtimeo_ms, sndtimeo_ms; /* SO_RCVTIMEO/SNDTIMEO, 0: none */
-	atomic_int linger_ms; /* SO_LINGER (cf. sk_lingertime): XS_LINGER_OFF,
+	atomic_int linger_ms;  /* SO_LINGER (cf. sk_lingertime): XS_LINGER_OFF,
 			       * 0 (close resets), ms, or -1 (forever) */
+	atomic_int keepidle_s; /* SO_KEEPALIVE on: TCP_KEEPIDLE, s; 0: off */
 	/* kind RDMA: set once before the kind is published, then constant */
 	struct xs_stream *stream;
 	struct sockaddr_storage local, peer; /* what get{sock,peer}name say */
@@ -414,6 +415,19 @@ int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
  * Return: the ioctl's result, or a negative errno.
  */
 int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg);
+
+/**
+ * xs_sock_tcp_connect_failed() - a kernel TCP connect of @s failed with
+ *                                @err (connect(2), or SO_ERROR after a
+ *                                non-blocking one)
+ * @s:   socket of kind TCP
+ * @err: errno
+ *
+ * A destination that refuses kernel TCP as well is down rather than
+ * without xsock: its XSOCK_RDMA_RETRY_MS memory is dropped, so that once
+ * it is back (a restarted server) the next connect tries RDMA again.
+ */
+void xs_sock_tcp_connect_failed(struct xs_sock *s, int err);
 
 /**
  * xs_sock_setsockopt_done() - mirror an option the kernel fd just took

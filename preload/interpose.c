@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -228,7 +229,7 @@ XS_EXPORT int dup3(int fd, int newfd, int flags)
 XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct xs_sock *s;
-	int rc, err;
+	int rc, err, kerr;
 
 	/* Everything is the kernel fd's but SO_ERROR of an RDMA socket or of
 	 * a non-blocking connect whose fallback the kernel refused at once:
@@ -240,6 +241,12 @@ XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	rc = XS_CALL(getsockopt, fd, level, name, val, len);
 	err = xs_sock_kind(s) == XS_KIND_RDMA ? xs_sock_so_error(s)
 					      : xs_sock_take_connect_err(s);
+	if (rc == 0 && !err && *len >= (socklen_t)sizeof(int) &&
+	    xs_sock_kind(s) == XS_KIND_TCP) {
+		memcpy(&kerr, val, sizeof(kerr));
+		if (kerr)
+			xs_sock_tcp_connect_failed(s, kerr);
+	}
 	if (rc == 0 && err && *len >= (socklen_t)sizeof(int))
 		memcpy(val, &err, sizeof(err));
 	XS_SAVE_ERRNO(xs_sock_put(s));
@@ -252,9 +259,10 @@ XS_EXPORT int setsockopt(int fd, int level, int name, const void *val,
 	struct xs_sock *s;
 	int rc;
 
-	/* Options always reach the kernel fd; the timeouts and
-	 * SO_LINGER are mirrored. */
-	if (!xs_enter() || level != SOL_SOCKET || !(s = xs_fdtab_get(fd)))
+	/* Options always reach the kernel fd; the timeouts, SO_LINGER and
+	 * keepalive are mirrored. */
+	if (!xs_enter() || (level != SOL_SOCKET && level != IPPROTO_TCP) ||
+	    !(s = xs_fdtab_get(fd)))
 		return XS_CALL(setsockopt, fd, level, name, val, len);
 	rc = XS_CALL(setsockopt, fd, level, name, val, len);
 	if (rc == 0)
