@@ -69,3 +69,334 @@ detected_within()
 	detected_within "$output"
 	[[ "$(stat survivor accepts)" == 1 ]]
 }
+
+# ---- the data link: lost for a while, or down --------------------------------
+# A RoCE NIC whose cable is pulled sees its packets go nowhere and retries:
+# `blackhole` makes that (netem, 100 % loss on both sides' data link, both
+# ways). RC retransmission is meant to bridge a few seconds (XS_ACK_TIMEOUT,
+# XS_RETRY_COUNT: a budget of about 7.5 s); beyond, the side with work in
+# flight fails with ETIMEDOUT, and the other finds out by its probe
+# (xs_stream_probe: 2 s of silence, then the same budget). rxe often leaves
+# a READ whose responses were lost neither retried nor failed; the probe's
+# deadline (15 s) turns that into ETIMEDOUT too. The bound on detection:
+# 30 s from the last byte moved = the outage's start, covering the probe's
+# 2 s, the thread's 1 s tick, the 15 s deadline and emulation's delays.
+LINK_BOUND_MS=30000
+
+# data_links - the data link devices: the server's, then the client's.
+data_links()
+{
+	case "$XS_TOPOLOGY" in
+	two) echo eth0 eth0 ;;
+	*) echo veth0 veth1 ;;
+	esac
+}
+
+# blackhole SECONDS - lose every packet of the data link for SECONDS.
+blackhole()
+{
+	local srv cli
+	read -r srv cli < <(data_links)
+	"$XS_REMOTE" tc qdisc add dev "$srv" root netem loss 100%
+	tc qdisc add dev "$cli" root netem loss 100%
+	sleep "$1"
+	"$XS_REMOTE" tc qdisc del dev "$srv" root
+	tc qdisc del dev "$cli" root
+}
+
+# flow_start SECONDS - an echo server (flow_peer.py serve, with the options
+# in $FLOW_SERVE_ARGS) and a checked stream of SECONDS from this side to
+# it, streaming when this returns;
+# the client's pid in $cli, its output in $BATS_TEST_TMPDIR/cli.out.
+flow_start()
+{
+	remote_bg srv env $(xsenv srv) python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port" ${FLOW_SERVE_ARGS:-}
+	server_ready srv rdma
+	env $(xsenv cli) python3 "$PY/flow_peer.py" stream "$XS_ADDR_A" \
+		"$port" "$1" >"$BATS_TEST_TMPDIR/cli.out" 2>&1 &
+	cli=$!
+	locals+=("$cli")
+	retry_for 60 grep -qx streaming "$BATS_TEST_TMPDIR/cli.out"
+}
+
+# flow_wait - wait for the client (its run plus the bound at most); its
+# status in $status, its output in $output.
+flow_wait()
+{
+	local i
+	for ((i = 0; i < 1200; i++)); do
+		kill -0 "$cli" 2>/dev/null || break
+		sleep 0.1
+	done
+	status=0
+	wait "$cli" || status=$?
+	output=$(cat "$BATS_TEST_TMPDIR/cli.out")
+	echo "$output"
+}
+
+# last_at - the bytes the client had back at its last progress line.
+last_at()
+{
+	grep -E '^at [0-9]+$' "$BATS_TEST_TMPDIR/cli.out" | tail -1 | awk '{print $2}'
+}
+
+# failed_within TEXT - TEXT has a "failed ETIMEDOUT|ECONNRESET|EOF after
+# MS ms" line with MS <= LINK_BOUND_MS; the figure goes to the TAP stream.
+failed_within()
+{
+	local line ms
+	line=$(grep -E '^failed (ETIMEDOUT|ECONNRESET|EPIPE|EOF) after [0-9]+ ms' <<<"$1" | head -1) || {
+		echo "no failure reported in: $1" >&2
+		return 1
+	}
+	ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$line")
+	note "$BATS_TEST_DESCRIPTION: $2 $line"
+	((ms <= LINK_BOUND_MS))
+}
+
+# flow_outcome BEFORE - the client either went on after the outage (at
+# least 1 MiB more than BEFORE, every byte intact) or failed within the
+# bound with every byte before intact; never both silent and alive.
+flow_outcome()
+{
+	local after
+	if ((status == 3)); then
+		failed_within "$output" "client:"
+		return
+	fi
+	((status == 0)) # 1: a byte came back wrong, or a hang
+	after=$(sed -nE 's/^intact ([0-9]+) bytes.*/\1/p' <<<"$output")
+	((after >= $1 + (1 << 20)))
+	note "$BATS_TEST_DESCRIPTION: client resumed: $(grep ^intact <<<"$output")"
+}
+
+@test "faults: the data link lost for 2 s mid-stream: the stream resumes or fails within 30 s, every byte intact" {
+	local before
+	flow_start 40
+	blackhole 2
+	before=$(last_at)
+	flow_wait
+	flow_outcome "$before"
+	[[ "$(stat cli rdma)" == 1 ]]
+}
+
+@test "faults: the data link lost beyond the retry budget: both sides fail within 30 s, the server serves again" {
+	local srvlog
+	# The server's side may be idle when the link goes (its echo all
+	# delivered): like a TCP server, it then learns only by keepalive,
+	# which it sets on its listener (its connections inherit it).
+	FLOW_SERVE_ARGS="--keepalive 2,1,1" flow_start 90
+	blackhole 40 &
+	locals+=($!)
+	flow_wait
+	((status == 3)) # failed, nothing corrupt
+	failed_within "$output" client:
+	srvlog=$XS_RUN_DIR/remote/srv.log
+	retry_for 30 grep -qE '^failed ' "$srvlog"
+	failed_within "$(cat "$srvlog")" server:
+	# once the link is back, the same server serves a new connection
+	wait "${locals[-1]}"
+	run env $(xsenv again) python3 "$PY/flow_peer.py" stream "$XS_ADDR_A" "$port" 3
+	((status == 0))
+	[[ "$(stat again rdma)" == 1 ]]
+}
+
+@test "faults: the data link down for 2 s: each side resumes or fails within 30 s, nothing hangs" {
+	local srv cli_dev before
+	read -r srv cli_dev < <(data_links)
+	flow_start 40
+	"$XS_REMOTE" bash -c "ip link set $srv down; sleep 2; ip link set $srv up"
+	# rxe fails a QP at once when the link's route is gone (a local QP
+	# operation error), which resets that side; the other learns by its
+	# probe
+	before=$(last_at)
+	flow_wait
+	flow_outcome "$before"
+}
+
+@test "faults: SO_KEEPALIVE over RDMA finds a silently vanished peer; without it the connection waits, as TCP's" {
+	local ka noka line ms
+	remote_bg srv env $(xsenv srv) python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port"
+	server_ready srv rdma
+	env $(xsenv ka) python3 "$PY/flow_peer.py" idle "$XS_ADDR_A" "$port" \
+		40 --keepalive 2,1,1 >"$BATS_TEST_TMPDIR/ka.out" 2>&1 &
+	ka=$!
+	locals+=("$ka")
+	env $(xsenv noka) python3 "$PY/flow_peer.py" idle "$XS_ADDR_A" "$port" \
+		40 >"$BATS_TEST_TMPDIR/noka.out" 2>&1 &
+	noka=$!
+	locals+=("$noka")
+	retry_for 60 grep -qx idle "$BATS_TEST_TMPDIR/ka.out"
+	retry_for 60 grep -qx idle "$BATS_TEST_TMPDIR/noka.out"
+	sleep 4 # keepalive probes answered meanwhile: no false alarm
+	blackhole 25
+	status=0
+	wait "$ka" || status=$?
+	cat "$BATS_TEST_TMPDIR/ka.out"
+	((status == 3))
+	line=$(grep -E '^failed ETIMEDOUT after [0-9]+ ms' "$BATS_TEST_TMPDIR/ka.out")
+	ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$line")
+	# idle 2 s + 1 s tick + 7.5 s retry budget, from the blackhole (which
+	# began 4 s and more into the wait)
+	note "$BATS_TEST_DESCRIPTION: $line (the wait began 4 s before the outage)"
+	((ms >= 4000 && ms <= 4000 + 20000))
+	status=0
+	wait "$noka" || status=$?
+	cat "$BATS_TEST_TMPDIR/noka.out"
+	((status == 0))
+	[[ "$(stat ka rdma)" == 1 && "$(stat noka rdma)" == 1 ]]
+}
+
+@test "faults: the server restarted under its clients: they see the error, reconnect over RDMA and work" {
+	local c pids=() out ms
+	remote_bg srv1 env $(xsenv srv1) python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port"
+	server_ready srv1 rdma
+	for c in 1 2; do
+		env $(xsenv "re$c") python3 "$PY/flow_peer.py" reconnect \
+			"$XS_ADDR_A" "$port" 25 >"$BATS_TEST_TMPDIR/re$c.out" 2>&1 &
+		pids+=($!)
+		locals+=($!)
+	done
+	for c in 1 2; do
+		retry_for 60 grep -qx connected "$BATS_TEST_TMPDIR/re$c.out"
+	done
+	sleep 1
+	"$XS_REMOTE" --kill srv1 --signal KILL >/dev/null || true
+	sleep 2 # down for a while: connects are refused meanwhile
+	remote_bg srv2 env $(xsenv srv2) python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port"
+	server_ready srv2 rdma
+	for c in 1 2; do
+		status=0
+		wait "${pids[c - 1]}" || status=$?
+		out=$(cat "$BATS_TEST_TMPDIR/re$c.out")
+		echo "$out"
+		((status == 0)) # every message intact, and back at the end
+		ms=$(sed -nE 's/^lost (ECONNRESET|EPIPE|EOF) after ([0-9]+) ms$/\2/p' <<<"$out")
+		[[ -n "$ms" ]] && ((ms <= BOUND_MS))
+		grep -qE '^back after [0-9]+ ms$' <<<"$out"
+		note "$BATS_TEST_DESCRIPTION: client $c $(grep -E '^(lost|back)' <<<"$out" | paste -sd ';')"
+		# the first connection and the one after the restart: RDMA
+		(($(stat "re$c" connects) >= 2))
+	done
+}
+
+# ---- resources ----------------------------------------------------------------
+
+@test "faults: a 1 MiB pool on both sides under 12 streaming connections: backpressure, every byte intact" {
+	local least
+	remote_bg srv env $(xsenv srv) XSOCK_POOL_MB=1 python3 \
+		"$PY/flow_peer.py" serve "$XS_ADDR_A" "$port"
+	server_ready srv rdma
+	run env $(xsenv cli) XSOCK_POOL_MB=1 python3 "$PY/flow_peer.py" many \
+		"$XS_ADDR_A" "$port" 12 15
+	echo "$output"
+	((status == 0))
+	# every connection moved: a full pool slows, never stalls
+	least=$(sed -nE 's/^intact [0-9]+ bytes on 12 connections, at least ([0-9]+) each$/\1/p' <<<"$output")
+	((least >= 1 << 20))
+	cat "$XS_RUN_DIR/cli.stats"
+	# the pool was exhausted, and each connection RDMA or, turned away
+	# for want of pool, kernel TCP with reason resource
+	(($(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/cli.stats" | awk '{print $5}') > 0))
+	(($(stat cli rdma) >= 1 && $(stat cli rdma) + $(stat cli tcp) == 12))
+	[[ "$(stat cli tcp)" == "$(stat cli resource)" ]]
+	note "$BATS_TEST_DESCRIPTION: $(grep ^intact <<<"$output"); $(stat cli rdma) over RDMA;" \
+		"$(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/cli.stats")"
+}
+
+@test "faults: RLIMIT_MEMLOCK too low for a non-root process: kernel TCP with reason resource, bytes intact" {
+	remote_bg srv env $(xsenv srv) python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port"
+	server_ready srv rdma
+	# root ignores RLIMIT_MEMLOCK (CAP_IPC_LOCK): nobody does not
+	run setpriv --reuid=65534 --regid=65534 --clear-groups \
+		prlimit --memlock=65536 env LD_PRELOAD="$PWD/build/libxsock.so" \
+		XSOCK_STATS=1 python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" 2 3
+	echo "$output"
+	((status == 0))
+	grep -qE '^intact [0-9]+ bytes on 2 connections, at least [1-9][0-9]* each$' <<<"$output"
+	grep -qE '^  fallback resource +2$' <<<"$output"
+	# the same process without the limit: RDMA
+	run setpriv --reuid=65534 --regid=65534 --clear-groups \
+		env LD_PRELOAD="$PWD/build/libxsock.so" XSOCK_STATS=1 \
+		python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" 2 3
+	echo "$output"
+	((status == 0))
+	grep -qE '^  rdma +2$' <<<"$output"
+}
+
+# rdma_cgroup_limit NAME OBJECTS - an rdma cgroup NAME on the server side
+# whose processes may hold at most OBJECTS objects (QPs, CQs, MRs, MWs, PDs)
+# of the device: a device that cannot create more.
+rdma_cgroup_limit()
+{
+	"$XS_REMOTE" bash -c "
+		set -e
+		mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+		grep -qw rdma /sys/fs/cgroup/cgroup.subtree_control ||
+			echo +rdma >/sys/fs/cgroup/cgroup.subtree_control
+		mkdir -p /sys/fs/cgroup/$1
+		echo '$XS_DEV_A hca_handle=4 hca_object=$2' >/sys/fs/cgroup/$1/rdma.max"
+}
+
+@test "faults: the device creates no more QPs for the server: new connections fall back with reason resource, established ones keep every byte" {
+	local first
+	rdma_cgroup_limit "xs$port" 40
+	remote_bg srv bash -c "echo \$\$ >/sys/fs/cgroup/xs$port/cgroup.procs &&
+		exec env $(xsenv srv) python3 $PY/flow_peer.py serve $XS_ADDR_A $port"
+	server_ready srv rdma
+	env $(xsenv cli) python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" \
+		2 20 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+	first=$!
+	locals+=("$first")
+	retry_for 60 grep -qx "connected 2" "$BATS_TEST_TMPDIR/first.out"
+	run env $(xsenv cli2) timeout 60 python3 "$PY/flow_peer.py" many \
+		"$XS_ADDR_A" "$port" 8 5
+	echo "$output"
+	((status == 0))
+	cat "$XS_RUN_DIR/cli2.stats"
+	# some fit under the limit, the rest were turned away
+	(($(stat cli2 resource) >= 1 && $(stat cli2 rdma) + $(stat cli2 tcp) == 8))
+	[[ "$(stat cli2 tcp)" == "$(stat cli2 resource)" ]]
+	status=0
+	wait "$first" || status=$?
+	cat "$BATS_TEST_TMPDIR/first.out"
+	((status == 0))
+	grep -qE '^intact [0-9]+ bytes on 2 connections, at least [1-9][0-9]* each$' "$BATS_TEST_TMPDIR/first.out"
+	[[ "$(stat cli rdma)" == 2 ]]
+	note "$BATS_TEST_DESCRIPTION: $(stat cli2 rdma) of 8 over RDMA, $(stat cli2 resource) kernel TCP (resource)"
+}
+
+@test "faults: RLIMIT_NOFILE runs out on the server: accept fails with EMFILE, new connections fall back, established ones keep every byte" {
+	local first
+	remote_bg srv bash -c "ulimit -n 24 && exec env $(xsenv srv) \
+		python3 $PY/flow_peer.py serve $XS_ADDR_A $port"
+	server_ready srv rdma
+	env $(xsenv cli) python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" \
+		3 25 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+	first=$!
+	locals+=("$first")
+	retry_for 60 grep -qx "connected 3" "$BATS_TEST_TMPDIR/first.out"
+	# 12 more: a few fit, the server's accept() then fails with EMFILE
+	# (as the kernel's does) and the rest are turned away
+	run env $(xsenv cli2) timeout 60 python3 "$PY/flow_peer.py" many \
+		"$XS_ADDR_A" "$port" 12 5
+	echo "$output"
+	((status == 0)) # no byte wrong; some connections never accepted
+	cat "$XS_RUN_DIR/cli2.stats"
+	(($(stat cli2 resource) >= 1 && $(stat cli2 rdma) + $(stat cli2 tcp) == 12))
+	[[ "$(stat cli2 tcp)" == "$(stat cli2 resource)" ]]
+	grep -qx 'accept: EMFILE' "$XS_RUN_DIR/remote/srv.log"
+	status=0
+	wait "$first" || status=$?
+	cat "$BATS_TEST_TMPDIR/first.out"
+	((status == 0))
+	grep -qE '^intact [0-9]+ bytes on 3 connections, at least [0-9]{7,} each$' "$BATS_TEST_TMPDIR/first.out"
+	[[ "$(stat cli rdma)" == 3 ]]
+	note "$BATS_TEST_DESCRIPTION: $(grep ^intact "$BATS_TEST_TMPDIR/first.out");" \
+		"then $(stat cli2 rdma) of 12 over RDMA, $(stat cli2 resource) kernel TCP (resource)"
+}
