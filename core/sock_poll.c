@@ -59,7 +59,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 	return out;
 }
 
-int xs_sock_poll_fds(struct xs_sock *s, int fds[2])
+int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 {
 	if (xs_sock_kind(s) == XS_KIND_TCP)
 		return 0; /* decided for the kernel: nothing of ours */

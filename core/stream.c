@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -123,6 +124,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	stream_news(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
+	s->kick_fd = -1;
 	s->pub = &s->pub_own;
 	s->tx_credits = c->peer.credits;
 	/* the QP's max_send_wr less the unsignaled binds */
@@ -485,6 +487,42 @@ static int stream_arm(struct xs_stream *s)
 }
 
 /*
+ * The eventfd of local news (see struct xs_stream.kick_fd), made now if
+ * there is none: a thread makes it before it first sleeps, under the lock,
+ * so a shutdown() that comes after its last look always finds it.
+ * Return: the fd, or -1 (no fd left: logged once). Called with s->lock
+ * held.
+ */
+static int stream_kick_fd(struct xs_stream *s)
+{
+	if (s->kick_fd < 0) {
+		s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (s->kick_fd < 0)
+			xs_log_once(XS_LOG_WARN, "stream",
+				    "eventfd: %s: a shutdown() by another "
+				    "thread may not wake a blocked call",
+				    strerror(errno));
+	}
+	return s->kick_fd;
+}
+
+/* Wake every thread asleep on @s's fds. Called with s->lock held. */
+static void stream_kick(struct xs_stream *s)
+{
+	if (s->kick_fd >= 0)
+		(void)!eventfd_write(s->kick_fd, 1);
+}
+
+/* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
+static void stream_unkick(struct xs_stream *s)
+{
+	eventfd_t v;
+
+	if (s->kick_fd >= 0)
+		(void)!eventfd_read(s->kick_fd, &v);
+}
+
+/*
  * Read and ack the completion channel's event, if there is one, and arm
  * the CQ again at once, as the verbs idiom goes (get, ack, notify, then
  * poll): the caller polls the CQ next. A CQ left unarmed after its event
@@ -522,8 +560,8 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	 * our caller's condition without waking us: the counter tells. */
 	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	uint64_t now = xs_now_us(), spin_until;
-	struct pollfd pfd[2];
-	int n, err, wait_ms;
+	struct pollfd pfd[XS_STREAM_WAIT_FDS];
+	int n, nfds, err, wait_ms;
 
 	spin_until = now + (cfg ? cfg->spin_us : 0);
 	if (spin_until > deadline)
@@ -555,9 +593,11 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		wait_ms = 1;
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
+	pfd[2] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
+	nfds = pfd[2].fd >= 0 ? 3 : 2;
 	s->pub->c.sleeps++;
 	pthread_mutex_unlock(&s->lock);
-	n = xs_real.poll(pfd, 2, wait_ms);
+	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
 	err = errno;
 	pthread_mutex_lock(&s->lock);
 	if (n < 0)
@@ -566,6 +606,8 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		stream_cq_event(s);
 	if (pfd[1].revents)
 		stream_cm_events(s);
+	if (nfds == 3 && pfd[2].revents)
+		stream_unkick(s);
 	stream_poll_cq(s);
 	return 0;
 }
@@ -1233,6 +1275,10 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 	}
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	pthread_cond_broadcast(&s->cond);
+	/* and the thread asleep in poll(2) on the channels, in a call of
+	 * ours or an emulated poll/epoll: nothing arrives for it to see
+	 * (tcp_shutdown() -> sk_state_change() wakes the kernel's) */
+	stream_kick(s);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */
 	rc = s->error;
 	pthread_mutex_unlock(&s->lock);
@@ -1271,6 +1317,7 @@ static void stream_drain_channels(struct xs_stream *s)
 	if (s->cq_armed)
 		stream_cq_event(s);
 	stream_cm_events(s);
+	stream_unkick(s);
 }
 
 int xs_stream_arm(struct xs_stream *s)
@@ -1283,11 +1330,16 @@ int xs_stream_arm(struct xs_stream *s)
 	return rc;
 }
 
-int xs_stream_wait_fds(struct xs_stream *s, int fds[2])
+int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS])
 {
+	int n = 2;
+
 	fds[0] = s->c->cc->fd;
 	fds[1] = s->c->ch->fd;
-	return 2;
+	pthread_mutex_lock(&s->lock);
+	fds[2] = stream_kick_fd(s);
+	pthread_mutex_unlock(&s->lock);
+	return fds[2] >= 0 ? n + 1 : n;
 }
 
 unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
@@ -1334,6 +1386,8 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 
 static void stream_free(struct xs_stream *s)
 {
+	if (s->kick_fd >= 0)
+		xs_real.close(s->kick_fd);
 	free(s->tx);
 	free(s->rxq);
 	free(s->done_q);

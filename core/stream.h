@@ -157,11 +157,15 @@ struct xs_stream {
 	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
-	bool wr_shut;	    /* shutdown(SHUT_WR) or close: FIN after the data */
-	bool fin_sent;	    /* the FIN is posted */
-	bool rst_sent;	    /* xs_stream_abort() posted a RESET (cf. RST) */
-	bool rd_shut;	    /* shutdown(SHUT_RD): reads see EOF */
-	int error;	    /* sticky negative errno (reset) */
+	bool wr_shut;  /* shutdown(SHUT_WR) or close: FIN after the data */
+	bool fin_sent; /* the FIN is posted */
+	bool rst_sent; /* xs_stream_abort() posted a RESET (cf. RST) */
+	bool rd_shut;  /* shutdown(SHUT_RD): reads see EOF */
+	int kick_fd;   /* eventfd a shutdown() writes, so that threads asleep
+		      * on the channels (in recv, send, poll, epoll) wake:
+		      * cf. sk_state_change(); made at the first wait, -1
+		      * before */
+	int error;     /* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */
 	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
@@ -286,14 +290,22 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how);
  */
 int xs_stream_arm(struct xs_stream *s);
 
+/* Fds a wait on one stream sleeps on: see xs_stream_wait_fds(). */
+#define XS_STREAM_WAIT_FDS 3
+
 /**
  * xs_stream_wait_fds() - the fds that become readable when the stream
- *                        may have news: completion and CM channels
+ *                        may have news: completion and CM channels, and
+ *                        the eventfd that shutdown() writes
  * @s:   stream
- * @fds: receives two fds (non-blocking; drained by xs_stream_events())
- * Return: 2.
+ * @fds: receives XS_STREAM_WAIT_FDS fds at most (non-blocking; drained by
+ *       xs_stream_events())
+ *
+ * Context: takes s->lock; makes the eventfd on the first call.
+ * Return: how many were written: 3, or 2 when no eventfd could be made
+ *         (then a shutdown() by another thread wakes no sleeper; logged).
  */
-int xs_stream_wait_fds(struct xs_stream *s, int fds[2]);
+int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS]);
 
 /**
  * xs_stream_news() - a process-wide counter that moves whenever any

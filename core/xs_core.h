@@ -485,13 +485,16 @@ bool xs_sock_polled(struct xs_sock *s);
  */
 unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how);
 
+/* Most fds xs_sock_poll_fds() gives for one socket. */
+#define XS_POLL_FDS 3
+
 /**
  * xs_sock_poll_fds() - fds that turn readable when @s may have news
  * @s:   socket for which xs_sock_polled() holds
- * @fds: receives up to two non-blocking fds
+ * @fds: receives up to XS_POLL_FDS non-blocking fds
  * Return: how many were written.
  */
-int xs_sock_poll_fds(struct xs_sock *s, int fds[2]);
+int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS]);
 
 /**
  * xs_sock_poll_gen() - a counter that moves whenever @s's readiness may

@@ -175,10 +175,11 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	uint64_t spin_until;
 	struct timespec ts;
 	nfds_t i, m;
-	int ready, rc, k, cfds[2];
+	int ready, rc, k, cfds[XS_POLL_FDS];
 
-	real = calloc(3 * n + 1, sizeof(*real));
-	back = calloc(3 * n + 1, sizeof(*back));
+	/* each entry: itself or its socket's XS_POLL_FDS channels */
+	real = calloc((XS_POLL_FDS + 1) * n + 1, sizeof(*real));
+	back = calloc((XS_POLL_FDS + 1) * n + 1, sizeof(*back));
 	krev = calloc(n + 1, sizeof(*krev));
 	connecting = calloc(n + 1, sizeof(*connecting));
 	if (!real || !back || !krev || !connecting) {
@@ -747,7 +748,7 @@ static bool ep_shares(struct ep_set *ep, struct xs_sock *s, int fd)
 static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	int fds[2], n, k;
+	int fds[XS_POLL_FDS], n, k;
 
 	n = xs_sock_poll_fds(s, fds);
 	for (k = 0; k < n; k++) {
@@ -1038,7 +1039,7 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
 			  int nchan)
 {
-	int fds[2], k, i, nfds;
+	int fds[XS_POLL_FDS], k, i, nfds;
 
 	if (nchan >= EP_CHAN_BATCH)
 		return true;
