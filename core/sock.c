@@ -53,6 +53,12 @@ struct sock_neg {
  * SOCK_CLOSE_DRAIN_MS at most. The HCA delivers the bytes meanwhile on
  * its own. sock_live lists this process's open RDMA sockets, so exit()
  * can close them gracefully as the kernel closes a dying process's fds.
+ *
+ * A process that goes quiet after its last close() makes no later call:
+ * its lingering streams would keep their QP, cm_id and channel fds for
+ * good (the kernel's timers free a socket in LAST_ACK). So while any
+ * stream lingers, a helper thread (xsock-linger, signals blocked) reaps
+ * them, napping 0.2 to 20 ms between looks, and exits once none is left.
  */
 struct sock_linger {
 	struct xs_stream *st;
@@ -63,9 +69,11 @@ struct sock_linger {
 static pthread_mutex_t sock_linger_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_linger *sock_lingering; /* protected by the lock */
 static atomic_uint sock_nr_lingering;
-static struct xs_sock *sock_live; /* protected by sock_linger_lock */
-static bool sock_probe_running;	  /* sock_probe_main(); sock_linger_lock */
-static bool sock_probe_stopped;	  /* at exit; sock_linger_lock */
+static atomic_bool sock_reaper_running; /* the xsock-linger thread is up */
+static atomic_bool sock_reaper_stop;	/* exit(): reap no more */
+static struct xs_sock *sock_live;	/* protected by sock_linger_lock */
+static bool sock_probe_running; /* sock_probe_main(); sock_linger_lock */
+static bool sock_probe_stopped; /* at exit; sock_linger_lock */
 
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
@@ -203,6 +211,7 @@ void xs_core_atfork_child(void)
 	/* the parent's lingering streams and open sockets are not ours */
 	sock_lingering = NULL;
 	atomic_store(&sock_nr_lingering, 0);
+	atomic_store(&sock_reaper_running, false); /* not in this process */
 	sock_live = NULL;
 	sock_probe_running = false; /* threads do not survive fork() */
 	pthread_mutex_unlock(&sock_linger_lock);
@@ -329,6 +338,53 @@ static void sock_linger_reap(void)
 	pthread_mutex_unlock(&sock_linger_lock);
 }
 
+/* The xsock-linger thread: reap until nothing lingers (or exit). */
+static void *sock_reaper_main(void *arg)
+{
+	unsigned int nap_us = 200;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "xsock-linger");
+	for (;;) {
+		while (atomic_load(&sock_nr_lingering) &&
+		       !atomic_load(&sock_reaper_stop)) {
+			usleep(nap_us);
+			sock_linger_reap();
+			if (nap_us < 20000)
+				nap_us *= 2;
+		}
+		atomic_store(&sock_reaper_running, false);
+		/* a stream that began to linger after the last look, while
+		 * this thread still counted as running, is ours to reap */
+		if (!atomic_load(&sock_nr_lingering) ||
+		    atomic_load(&sock_reaper_stop) ||
+		    atomic_exchange(&sock_reaper_running, true))
+			return NULL;
+	}
+}
+
+/* Start the xsock-linger thread unless it runs. Without one (no thread
+ * left), later calls and exit reap, as before. */
+static void sock_reaper_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (atomic_load(&sock_reaper_stop) ||
+	    atomic_exchange(&sock_reaper_running, true))
+		return;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256u << 10);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &attr, sock_reaper_main, NULL))
+		atomic_store(&sock_reaper_running, false);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
 /*
  * Close @st as close(2) does (inet_release, tcp_close): FIN after the
  * data, never waiting; the bytes are delivered from the lingering list.
@@ -356,6 +412,7 @@ static void sock_close_stream(struct xs_stream *st, int linger_ms)
 		sock_lingering = l;
 		atomic_fetch_add(&sock_nr_lingering, 1);
 		pthread_mutex_unlock(&sock_linger_lock);
+		sock_reaper_start();
 		return;
 	}
 	xs_stream_close(st, SOCK_CLOSE_DRAIN_MS); /* drained: at once */
@@ -383,6 +440,11 @@ void xs_core_exit(void)
 	bool pending;
 
 	xs_tls_depth++;
+	/* The reaper stops within one nap (20 ms at most) and a pass: from
+	 * here on only this thread closes streams. */
+	atomic_store(&sock_reaper_stop, true);
+	while (atomic_load(&sock_reaper_running) && xs_now_us() < deadline)
+		usleep(200);
 	/* The kernel closes a dying process's sockets gracefully: so do we.
 	 * No probe from here on: the verbs libraries' destructors follow. */
 	pthread_mutex_lock(&sock_linger_lock);
