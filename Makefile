@@ -166,7 +166,7 @@ check-bats: all
 	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		bats tests/bats
 
-check-softroce: all
+check-softroce: all asan
 	$(Q)tests/softroce/check
 
 check-asan:
