@@ -1509,8 +1509,17 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 		after = keepidle_us;
 	else
 		goto out;
-	if (now - s->probe_quiet_since < after || (i = stream_slot(s)) < 0)
+	if (now - s->probe_quiet_since < after)
 		goto out;
+	if ((i = stream_slot(s)) < 0) {
+		/* Every slot holds a WR that neither completes nor fails:
+		 * no room for a probe, and the same deadline. */
+		if (now - s->probe_quiet_since > after + XS_PROBE_DEADLINE_US) {
+			stream_fail(s, -ETIMEDOUT, "no completion");
+			pthread_cond_broadcast(&s->cond);
+		}
+		goto out;
+	}
 	rc = xs_conn_post_probe(s->c, STREAM_WR_SEND | (uint64_t)i);
 	if (rc) {
 		stream_reset(s, "cannot post a probe");

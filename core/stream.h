@@ -390,7 +390,8 @@ void xs_stream_abort(struct xs_stream *s);
  * probes went unanswered: the RC transport's retransmission plays the part
  * of TCP_KEEPINTVL x TCP_KEEPCNT (and of tcp_retries2). A probe neither
  * answered nor failed after XS_PROBE_DEADLINE_US means a transport that
- * will never complete it: the stream fails with ETIMEDOUT too.
+ * will never complete it: the stream fails with ETIMEDOUT too, as it does
+ * when every send slot holds such a WR and no probe fits.
  * Context: the probe thread (core/sock.c), about once a second.
  */
 void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us);
