@@ -92,6 +92,16 @@ data_links()
 	esac
 }
 
+# file_teardown - the data links as they were, whatever a failed test left
+# (called by the tier's teardown).
+file_teardown()
+{
+	local srv cli
+	read -r srv cli < <(data_links)
+	"$XS_REMOTE" bash -c "tc qdisc del dev $srv root 2>/dev/null; ip link set $srv up" || true
+	tc qdisc del dev "$cli" root 2>/dev/null || true
+}
+
 # blackhole SECONDS - lose every packet of the data link for SECONDS.
 blackhole()
 {

@@ -29,6 +29,10 @@ teardown()
 	for pid in "${locals[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
+	# a file's own clean-up (faults.bats puts the links back)
+	if declare -F file_teardown >/dev/null; then
+		file_teardown
+	fi
 	for name in "${servers[@]}"; do
 		"$XS_REMOTE" --kill "$name" --signal KILL >/dev/null 2>&1 || true
 	done
