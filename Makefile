@@ -10,6 +10,10 @@
 # make bench-passthrough   redis-benchmark with and without the library
 # make fuzz       every libFuzzer target for FUZZ_SECONDS (300) each; make
 #                 check runs them for FUZZ_CHECK_SECONDS (20)
+# make soak       the soak: redis under xsock for XSOCK_SOAK_SECONDS
+#                 (300), every reply checked, BGSAVE every 30 s, with
+#                 redis-benchmark beside it, in Soft-RoCE topology two
+#                 (tests/softroce/soak.bats; not in make check)
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
 PREFIX ?= /usr/local
@@ -40,6 +44,8 @@ RDMA_TOOLS := $(patsubst tests/rdma/%.c,$(B)/rdma/%,$(wildcard tests/rdma/*.c))
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
 FUZZ_CHECK_SECONDS ?= 20
+# the soak's length; its run gets 10 minutes more for boot and checks
+XSOCK_SOAK_SECONDS ?= 300
 FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 # What users run beside the library: xsock (launcher), xsock-stat, xsock-check
 BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
@@ -47,7 +53,7 @@ BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
-	fuzz fuzz-build check-fuzz \
+	fuzz fuzz-build check-fuzz soak \
 	debug asan install uninstall clean lint format bench-passthrough demo \
 	bench bench-smoke
 
@@ -180,6 +186,12 @@ fuzz: fuzz-build
 
 check-fuzz: fuzz-build
 	$(Q)tests/fuzz/run $(B)/fuzz $(FUZZ_CHECK_SECONDS)
+
+# The soak, on its own: redis for XSOCK_SOAK_SECONDS in topology two.
+soak: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)XSOCK_SOAK_SECONDS=$(XSOCK_SOAK_SECONDS) tests/softroce/run --topology two \
+		--timeout $$(($(XSOCK_SOAK_SECONDS) + 600)) -- bats --tap tests/softroce/soak.bats
 
 # --- variants ----------------------------------------------------------------
 debug:
