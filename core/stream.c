@@ -1479,6 +1479,18 @@ void xs_stream_abort(struct xs_stream *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Tell every thread waiting on @s - on its condition variable, or asleep
+ * in poll(2) on its fds, its own or an emulated epoll's - that it failed:
+ * nothing else will (the probe thread found it, not a completion). Called
+ * with s->lock held.
+ */
+static void stream_wake(struct xs_stream *s)
+{
+	pthread_cond_broadcast(&s->cond);
+	stream_kick(s);
+}
+
 void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 {
 	uint64_t seen, after;
@@ -1492,7 +1504,7 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 		 * transport; neither, and it never will be. */
 		if (now - s->probe_posted > XS_PROBE_DEADLINE_US) {
 			stream_fail(s, -ETIMEDOUT, "probe unanswered");
-			pthread_cond_broadcast(&s->cond);
+			stream_wake(s);
 		}
 		goto out;
 	}
@@ -1516,14 +1528,14 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 		 * no room for a probe, and the same deadline. */
 		if (now - s->probe_quiet_since > after + XS_PROBE_DEADLINE_US) {
 			stream_fail(s, -ETIMEDOUT, "no completion");
-			pthread_cond_broadcast(&s->cond);
+			stream_wake(s);
 		}
 		goto out;
 	}
 	rc = xs_conn_post_probe(s->c, STREAM_WR_SEND | (uint64_t)i);
 	if (rc) {
 		stream_reset(s, "cannot post a probe");
-		pthread_cond_broadcast(&s->cond);
+		stream_wake(s);
 		goto out;
 	}
 	stream_slot_take(s, i, STREAM_SLOT_PROBE, 0, 0, NULL);
