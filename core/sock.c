@@ -1232,6 +1232,16 @@ static int sock_v6only(int fd)
 	return on != 0;
 }
 
+/* The port of an AF_INET or AF_INET6 address, host order; 0 for others. */
+static uint16_t sock_addr_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 {
 	struct sockaddr_storage local;
@@ -1239,15 +1249,29 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	struct xs_listener *l = NULL;
 	struct xs_conn_params p;
 	int reason, rc;
+	bool bound;
 
-	if (xs_sock_connecting(s))
-		return -EINVAL; /* inet_listen() of a connecting socket */
-	if (xs_real.listen(fd, backlog) < 0)
-		return -errno;
-	if (xs_sock_kind(s) == XS_KIND_LISTEN)
-		return 0; /* listen() again only changes the backlog */
-	if (xs_real.getsockname(fd, (struct sockaddr *)&local, &len) < 0)
-		return 0; /* listening: the decision can wait for accept */
+	if (xs_sock_connecting(s) || xs_sock_kind(s) == XS_KIND_RDMA)
+		return -EINVAL; /* inet_listen() of a connecting or connected
+				 * socket */
+	/* rdma_cm listens first when the port is known (bound): a client
+	 * that finds the kernel's listener up then finds rdma_cm's too, and
+	 * is never turned to kernel TCP (and XSOCK_RDMA_RETRY_MS) by a
+	 * server that is just starting. An unbound socket gets its port
+	 * from the kernel's listen(). */
+	bound = xs_sock_kind(s) != XS_KIND_LISTEN &&
+		xs_real.getsockname(fd, (struct sockaddr *)&local, &len) == 0 &&
+		sock_addr_port((struct sockaddr *)&local) != 0;
+	if (!bound) {
+		if (xs_real.listen(fd, backlog) < 0)
+			return -errno;
+		if (xs_sock_kind(s) == XS_KIND_LISTEN)
+			return 0; /* listen() again only changes the backlog */
+		len = sizeof(local);
+		if (xs_real.getsockname(fd, (struct sockaddr *)&local, &len) <
+		    0)
+			return 0; /* listening: the decision can wait */
+	}
 	reason = sock_choose(XS_ROLE_SERVER, (struct sockaddr *)&local, len);
 	if (reason == XS_FB_NONE) {
 		sock_conn_params(&p);
@@ -1263,6 +1287,11 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 				strerror(-rc));
 			l = NULL;
 		}
+	}
+	if (bound && xs_real.listen(fd, backlog) < 0) {
+		rc = -errno;
+		xs_listener_destroy(l);
+		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
 	if (l) {
