@@ -513,6 +513,18 @@ static void stream_kick(struct xs_stream *s)
 		(void)!eventfd_write(s->kick_fd, 1);
 }
 
+/*
+ * Wake every thread waiting on @s - on its condition variable, or asleep
+ * in poll(2) on its fds, its own or an emulated epoll's - when nothing
+ * arriving on those fds will: a shutdown(), a failure the probe thread
+ * found. Called with s->lock held.
+ */
+static void stream_wake(struct xs_stream *s)
+{
+	pthread_cond_broadcast(&s->cond);
+	stream_kick(s);
+}
+
 /* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
 static void stream_unkick(struct xs_stream *s)
 {
@@ -918,12 +930,6 @@ static int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur,
 }
 
 /*
- * Rendezvous work that waits for a slot, a pool buffer or the READ budget:
- * invalidate released regions, READ announced ones in stream order, and
- * answer RNDV_DONE for those READ. Called with s->lock held, after
- * completions; never blocks.
- */
-/*
  * A buffer to READ (the rest of) a region of @want bytes into: one that
  * holds it all from the pool, else the connection's spare (one ring
  * buffer's size: the region then comes in pieces). The pool may be all
@@ -952,6 +958,12 @@ static void stream_rx_free(struct xs_stream *s, struct xs_stream_rx *e)
 	e->buf = (struct xs_buf){ 0 };
 }
 
+/*
+ * Rendezvous work that waits for a slot, a pool buffer or the READ budget:
+ * invalidate released regions, READ announced ones in stream order, and
+ * answer RNDV_DONE for those READ. Called with s->lock held, after
+ * completions; never blocks.
+ */
 static void stream_rndv_progress(struct xs_stream *s)
 {
 	struct xs_conn *c = s->c;
@@ -1135,10 +1147,10 @@ static uint8_t *stream_rx_bytes(struct xs_stream *s,
 
 /*
  * The head entry's bytes are consumed: give its buffers back. A region
- * READ in pieces goes back to waiting for its next piece instead.
- * Return: true when the entry is gone, false when a piece is next.
+ * READ in pieces goes back to waiting for its next piece instead, and
+ * stays the head.
  */
-static bool stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
+static void stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
 {
 	if (e->state == XS_RX_RNDV_READY) {
 		stream_rx_free(s, e);
@@ -1148,14 +1160,13 @@ static bool stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
 			e->off = e->end = 0;
 			e->state = XS_RX_RNDV_WAIT;
 			s->rndv_rx_wait++;
-			return false;
+			return;
 		}
 	}
 	s->rx_data_held--;
 	stream_repost(s, e->idx);
 	s->rxq_head = (s->rxq_head + 1) % s->c->nr_rx;
 	s->rxq_len--;
-	return true;
 }
 
 /*
@@ -1274,11 +1285,9 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 		s->pub->flags |= XS_SHM_F_WR_SHUT;
 	}
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-	pthread_cond_broadcast(&s->cond);
-	/* and the thread asleep in poll(2) on the channels, in a call of
-	 * ours or an emulated poll/epoll: nothing arrives for it to see
-	 * (tcp_shutdown() -> sk_state_change() wakes the kernel's) */
-	stream_kick(s);
+	/* nothing arrives for a thread asleep to see (tcp_shutdown() ->
+	 * sk_state_change() wakes the kernel's) */
+	stream_wake(s);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */
 	rc = s->error;
 	pthread_mutex_unlock(&s->lock);
@@ -1477,18 +1486,6 @@ void xs_stream_abort(struct xs_stream *s)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
-}
-
-/*
- * Tell every thread waiting on @s - on its condition variable, or asleep
- * in poll(2) on its fds, its own or an emulated epoll's - that it failed:
- * nothing else will (the probe thread found it, not a completion). Called
- * with s->lock held.
- */
-static void stream_wake(struct xs_stream *s)
-{
-	pthread_cond_broadcast(&s->cond);
-	stream_kick(s);
 }
 
 void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
