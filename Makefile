@@ -152,12 +152,12 @@ check: check-deps
 	$(Q)rm -rf $(B)/test-logs && mkdir -p $(B)/test-logs
 	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
-		tests/run-tier $(B)/test-logs/bats.tap bats --tap tests/bats
+		tests/run-tier $(B)/test-logs/bats.tap bats --tap --timing tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
 	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \
 		$(MAKE) --no-print-directory -s check-fuzz
 	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
-	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap tests/bench
+	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap --timing tests/bench
 	$(Q)tests/summary $(B)/test-logs
 
 test: check
