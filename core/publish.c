@@ -84,7 +84,7 @@ static bool pub_path_foreign(void)
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 	    h.magic == XS_SHM_MAGIC && h.pid_ns != pub_pid_ns())
 		foreign = true;
-	close(fd);
+	XS_CALL(close, fd);
 	return foreign;
 }
 
@@ -184,14 +184,14 @@ static int pub_map_file(size_t len, bool copy)
 		memcpy(pub_base, tmp, len);
 		munmap(tmp, len);
 	}
-	close(fd);
+	XS_CALL(close, fd);
 	pub_dev = st.st_dev;
 	pub_ino = st.st_ino;
 	pub_published = true;
 	return 0;
 fail:
 	err = errno;
-	close(fd);
+	XS_CALL(close, fd);
 	unlink(pub_path);
 	errno = err;
 	return -1;
@@ -238,7 +238,7 @@ static void pub_reap_stale(void)
 		    h.magic == XS_SHM_MAGIC && h.version == XS_SHM_VERSION &&
 		    h.pid == (int32_t)pid && h.pid_ns == ns)
 			unlinkat(dirfd(dir), d->d_name, 0);
-		close(fd);
+		XS_CALL(close, fd);
 	}
 	closedir(dir);
 }
@@ -311,12 +311,12 @@ static int pub_grow(void)
 		if (fstat(fd, &st) != 0 || st.st_dev != pub_dev ||
 		    st.st_ino != pub_ino ||
 		    fallocate(fd, 0, (off_t)pub_len, (off_t)PUB_CHUNK) != 0) {
-			close(fd);
+			XS_CALL(close, fd);
 			return -1;
 		}
 		p = mmap(pub_base + pub_len, PUB_CHUNK, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_FIXED, fd, (off_t)pub_len);
-		close(fd);
+		XS_CALL(close, fd);
 	} else {
 		p = mmap(pub_base + pub_len, PUB_CHUNK, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

@@ -9,6 +9,7 @@
 #ifndef XS_CORE_REAL_H
 #define XS_CORE_REAL_H
 
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -27,6 +28,25 @@ struct xs_real {
 
 /* Filled once by xs_real_resolve(); read-only afterwards. */
 extern struct xs_real xs_real;
+
+/* What a call of a symbol this libc lacks answers: ENOSYS, as a libc
+ * without it would leave the caller. */
+static inline int xs_no_symbol(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/*
+ * Call the real libc function @name, never through an unchecked pointer:
+ * an optional symbol may be missing, and code that runs before (or
+ * without) xs_real_resolve() - unit tests linking core/ alone - finds the
+ * table empty. Inside libxsock this is the only way to libc's entry
+ * points of real_syms.def: the plain name is the library's own wrapper
+ * (tests/check-symbols fails on one).
+ */
+#define XS_CALL(name, ...)                                                     \
+	(xs_real.name ? xs_real.name(__VA_ARGS__) : xs_no_symbol())
 
 /**
  * xs_real_resolve() - fill xs_real with dlsym(RTLD_NEXT, name) for every

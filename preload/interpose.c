@@ -410,7 +410,9 @@ XS_EXPORT int ioctl(int fd, unsigned long request, ...)
 	return (int)xs_sys_ret(rc);
 }
 
-XS_EXPORT pid_t fork(void)
+/* fork() and vfork() both: never through the exported name, which may
+ * resolve to another library's fork() first. */
+static pid_t fork_common(void)
 {
 	pid_t pid;
 
@@ -420,6 +422,11 @@ XS_EXPORT pid_t fork(void)
 	if (pid == 0)
 		XS_SAVE_ERRNO(xs_core_fork_child());
 	return pid;
+}
+
+XS_EXPORT pid_t fork(void)
+{
+	return fork_common();
 }
 
 /*
@@ -433,5 +440,5 @@ XS_EXPORT pid_t fork(void)
  */
 XS_EXPORT pid_t vfork(void)
 {
-	return fork();
+	return fork_common();
 }

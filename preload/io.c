@@ -170,8 +170,10 @@ XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	return io_recv(s, &v, 1, flags);
 }
 
-XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
-			   struct sockaddr *addr, socklen_t *alen)
+/* recvfrom() and __recvfrom_chk() after its check: a wrapper never calls
+ * another by its exported name, which may resolve to someone else's. */
+static ssize_t recvfrom_common(int fd, void *buf, size_t len, int flags,
+			       struct sockaddr *addr, socklen_t *alen)
 {
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
@@ -188,7 +190,14 @@ XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	return rc;
 }
 
-XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+			   struct sockaddr *addr, socklen_t *alen)
+{
+	return recvfrom_common(fd, buf, len, flags, addr, alen);
+}
+
+/* recvmsg(), and each message of recvmmsg() */
+static ssize_t recvmsg_common(int fd, struct msghdr *msg, int flags)
 {
 	struct xs_sock *s = io_rdma(fd);
 	ssize_t rc;
@@ -211,6 +220,11 @@ XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return rc;
 }
 
+XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	return recvmsg_common(fd, msg, flags);
+}
+
 XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags, struct timespec *timeout)
 {
@@ -226,11 +240,11 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	/* A stream socket: each message is one recvmsg(2), as the kernel
 	 * loops; only the first may wait (MSG_WAITFORONE semantics). */
 	for (i = 0; i < vlen; i++) {
-		rc = recvmsg(fd, &vec[i].msg_hdr,
-			     (flags & ~MSG_WAITFORONE) |
-				     (i && (flags & MSG_WAITFORONE)
-					      ? MSG_DONTWAIT
-					      : 0));
+		rc = recvmsg_common(fd, &vec[i].msg_hdr,
+				    (flags & ~MSG_WAITFORONE) |
+					    (i && (flags & MSG_WAITFORONE)
+						     ? MSG_DONTWAIT
+						     : 0));
 		if (rc < 0)
 			return i ? (int)i : -1;
 		vec[i].msg_len = (unsigned int)rc;
@@ -266,7 +280,8 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	return io_send(s, &v, 1, flags);
 }
 
-XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+/* sendmsg(), and each message of sendmmsg() */
+static ssize_t sendmsg_common(int fd, const struct msghdr *msg, int flags)
 {
 	struct xs_sock *s = io_rdma(fd);
 	int rc;
@@ -283,6 +298,11 @@ XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return io_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
+XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	return sendmsg_common(fd, msg, flags);
+}
+
 XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags)
 {
@@ -296,7 +316,7 @@ XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		return XS_CALL(sendmmsg, fd, vec, vlen, flags);
 	xs_sock_put(s);
 	for (i = 0; i < vlen; i++) {
-		rc = sendmsg(fd, &vec[i].msg_hdr, flags);
+		rc = sendmsg_common(fd, &vec[i].msg_hdr, flags);
 		if (rc < 0)
 			return i ? (int)i : -1;
 		vec[i].msg_len = (unsigned int)rc;
@@ -384,5 +404,5 @@ XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 	xs_sock_put(s);
 	if (len > buflen)
 		__chk_fail();
-	return recvfrom(fd, buf, len, flags, addr, alen);
+	return recvfrom_common(fd, buf, len, flags, addr, alen);
 }

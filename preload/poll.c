@@ -315,7 +315,9 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	return rc;
 }
 
-XS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+/* poll() and __poll_chk() after its check (never through the exported
+ * name, which may resolve to another library's poll first) */
+static int poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 {
 	bool handled;
 	int rc = poll_common(fds, nfds,
@@ -325,8 +327,14 @@ XS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	return handled ? rc : XS_CALL(poll, fds, nfds, timeout_ms);
 }
 
-XS_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
-		    const struct timespec *timeout, const sigset_t *sigmask)
+XS_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout_ms)
+{
+	return poll_ms(fds, nfds, timeout_ms);
+}
+
+/* ppoll() and __ppoll_chk() after its check */
+static int poll_ts(struct pollfd *fds, nfds_t nfds,
+		   const struct timespec *timeout, const sigset_t *sigmask)
 {
 	bool handled = false;
 	int rc = 0;
@@ -343,12 +351,18 @@ XS_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
 	return handled ? rc : XS_CALL(ppoll, fds, nfds, timeout, sigmask);
 }
 
+XS_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds,
+		    const struct timespec *timeout, const sigset_t *sigmask)
+{
+	return poll_ts(fds, nfds, timeout, sigmask);
+}
+
 XS_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout_ms,
 			 size_t fdslen)
 {
 	if (fdslen / sizeof(*fds) < nfds)
 		__chk_fail();
-	return poll(fds, nfds, timeout_ms);
+	return poll_ms(fds, nfds, timeout_ms);
 }
 
 XS_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
@@ -357,7 +371,7 @@ XS_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 {
 	if (fdslen / sizeof(*fds) < nfds)
 		__chk_fail();
-	return ppoll(fds, nfds, timeout, sigmask);
+	return poll_ts(fds, nfds, timeout, sigmask);
 }
 
 /* -------------------------------------------------------------- select */
@@ -586,9 +600,9 @@ static void ep_nest_mark(struct ep_set *ep, bool ready)
 	if (ep->nest < 0 || ready == ep->nest_set)
 		return;
 	if (ready)
-		(void)!write(ep->nest, &one, sizeof(one));
+		(void)!XS_CALL(write, ep->nest, &one, sizeof(one));
 	else
-		(void)!read(ep->nest, &one, sizeof(one));
+		(void)!XS_CALL(read, ep->nest, &one, sizeof(one));
 	ep->nest_set = ready;
 }
 
@@ -1395,17 +1409,9 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 	return rc;
 }
 
-XS_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
-			 int timeout_ms)
-{
-	/* epoll_wait is epoll_pwait without a mask (fs/eventpoll.c) */
-	if (!xs_enter() || !ep_lookup(epfd))
-		return XS_CALL(epoll_wait, epfd, events, maxevents, timeout_ms);
-	return epoll_pwait(epfd, events, maxevents, timeout_ms, NULL);
-}
-
-XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
-			  int timeout_ms, const sigset_t *sigmask)
+/* epoll_pwait(), and epoll_wait() for a set with xsock members */
+static int ep_pwait(int epfd, struct epoll_event *events, int maxevents,
+		    int timeout_ms, const sigset_t *sigmask)
 {
 	struct timespec ts = { timeout_ms / 1000,
 			       timeout_ms % 1000 * 1000000L };
@@ -1416,6 +1422,21 @@ XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 	return handled ? rc
 		       : XS_CALL(epoll_pwait, epfd, events, maxevents,
 				 timeout_ms, sigmask);
+}
+
+XS_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+			 int timeout_ms)
+{
+	/* epoll_wait is epoll_pwait without a mask (fs/eventpoll.c) */
+	if (!xs_enter() || !ep_lookup(epfd))
+		return XS_CALL(epoll_wait, epfd, events, maxevents, timeout_ms);
+	return ep_pwait(epfd, events, maxevents, timeout_ms, NULL);
+}
+
+XS_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
+			  int timeout_ms, const sigset_t *sigmask)
+{
+	return ep_pwait(epfd, events, maxevents, timeout_ms, sigmask);
 }
 
 XS_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,

@@ -1,6 +1,7 @@
 /*
  * preload/preload.h - what every interposed wrapper needs: the export
- * marker, the entry check and the checked call into libc.
+ * marker and the entry check (the checked call into libc, XS_CALL(), is
+ * core/real.h's, reached through core/xs_core.h).
  *
  * Every wrapper has the same short shape:
  *     enter (init + reentrancy guard) -> fd table lookup -> NULL: forward to
@@ -51,16 +52,6 @@ static inline bool xs_enter(void)
  * @fd: an fd being closed (any kind; most have no state)
  */
 void xs_poll_fd_closed(int fd);
-
-static inline int xs_no_symbol(void)
-{
-	errno = ENOSYS;
-	return -1;
-}
-
-/* Call the real libc function, never through an unchecked pointer. */
-#define XS_CALL(name, ...)                                                     \
-	(xs_real.name ? xs_real.name(__VA_ARGS__) : xs_no_symbol())
 
 /* Run @stmt without letting it change errno. */
 #define XS_SAVE_ERRNO(stmt)                                                    \

@@ -24,11 +24,12 @@ static const char *env_none(const char *name, void *ctx)
 	return ctx;
 }
 
-/* Load the defaults (XSOCK_PUBLISH=1). */
+/* Load the defaults (XSOCK_PUBLISH=1); core/ calls libc through xs_real. */
 static void load(void)
 {
 	char err[XS_CFG_ERR_MAX];
 
+	XT_ASSERT_EQ(xs_real_resolve(err, sizeof(err)), 0);
 	XT_ASSERT_EQ(xs_cfg_load(&cfg, env_none, NULL, err, sizeof(err)), 0);
 	XT_ASSERT_EQ(cfg.publish, 1u);
 	xs_core_init(&cfg);
