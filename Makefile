@@ -53,7 +53,7 @@ BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 .SECONDARY:
 
 .PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
-	fuzz fuzz-build check-fuzz soak \
+	check-symbols fuzz fuzz-build check-fuzz soak \
 	debug asan install uninstall clean lint format bench-passthrough demo \
 	bench bench-smoke
 
@@ -177,6 +177,11 @@ check-softroce: all asan
 
 check-asan:
 	$(Q)tests/asan-tier
+
+# No core/ or config/ object calls an interposed name (nm -u), and no
+# preload/ wrapper calls another by name: the library never re-enters itself.
+check-symbols: all
+	$(Q)tests/check-symbols $(B)/obj
 
 fuzz-build: $(FUZZ)
 
