@@ -222,6 +222,12 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
 
 # --- tooling ---------------------------------------------------------------
+# Every C source of the project: the library, its tools, the test and
+# bench programs.
+LINT_SRCS = $(wildcard preload/*.[ch] core/*.[ch] config/*.[ch] tools/*.c \
+	tests/tools/*.c tests/unit/*.[ch] tests/rdma/*.c tests/fuzz/*.c \
+	bench/tools/*.c)
+
 lint:
 	$(Q)! grep -n '#include "\.\./preload/' core/*.[ch] config/*.[ch] || \
 		{ echo "lint: core/ or config/ includes preload/"; exit 1; }
@@ -229,14 +235,16 @@ lint:
 		{ echo "lint: config/ includes core/"; exit 1; }
 	$(Q)! grep -n 'getenv' core/*.c preload/*.c || \
 		{ echo "lint: getenv outside config/"; exit 1; }
-	$(Q)clang-format --dry-run -Werror preload/*.[ch] core/*.[ch] config/*.[ch] tools/*.c \
+	$(Q)clang-format --dry-run -Werror $(LINT_SRCS) \
 		|| { echo "lint: clang-format differences: run make format"; exit 1; }
-	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE preload core config tools
+	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+		--inconclusive --suppress=missingIncludeSystem -D_GNU_SOURCE \
+		preload core config tools tests/tools tests/unit tests/rdma \
+		tests/fuzz bench/tools
 	@echo "lint: ok (layering, clang-format, cppcheck)"
 
 format:
-	clang-format -i preload/*.[ch] core/*.[ch] config/*.[ch] tools/*.c
+	clang-format -i $(LINT_SRCS)
 
 # The main job: redis under xsock next to kernel TCP, in the Soft-RoCE guest
 # unless this host has an RDMA device.

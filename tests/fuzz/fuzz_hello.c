@@ -23,8 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (xs_wire_hello_decode(data, size, &h) != 0)
 		return 0;
 	/* accepted: the bounds hold, and it round-trips */
-	if (h.credits < XS_WIRE_MIN_CREDITS || h.credits > XS_WIRE_MAX_CREDITS ||
-	    h.eager_size < XS_WIRE_MIN_EAGER || h.eager_size > XS_WIRE_MAX_EAGER)
+	if (h.credits < XS_WIRE_MIN_CREDITS ||
+	    h.credits > XS_WIRE_MAX_CREDITS ||
+	    h.eager_size < XS_WIRE_MIN_EAGER ||
+	    h.eager_size > XS_WIRE_MAX_EAGER)
 		abort();
 	if (size < XS_WIRE_HELLO_LEN)
 		abort();

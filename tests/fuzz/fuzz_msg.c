@@ -27,8 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&eager, data, 4);
 	memcpy(&max_rndv, data + 4, 4);
 	/* buffer sizes a hello may announce */
-	eager = XS_WIRE_MIN_EAGER + eager % (XS_WIRE_MAX_EAGER -
-					     XS_WIRE_MIN_EAGER + 1);
+	eager = XS_WIRE_MIN_EAGER +
+		eager % (XS_WIRE_MAX_EAGER - XS_WIRE_MIN_EAGER + 1);
 	data += 8;
 	size -= 8;
 	if (size > eager)

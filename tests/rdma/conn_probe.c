@@ -365,8 +365,8 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 		memset(&wr, 0, sizeof(wr));
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
-		wr.opcode = kind[0] == 'w' ? IBV_WR_RDMA_WRITE
-					   : IBV_WR_RDMA_READ;
+		wr.opcode =
+			kind[0] == 'w' ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
 		wr.send_flags = IBV_SEND_SIGNALED;
 		wr.wr.rdma.remote_addr = (uintptr_t)c->rx[0].addr;
 		wr.wr.rdma.rkey = c->rx[0].lkey + 0x100;

@@ -36,7 +36,8 @@ static struct xs_conn_params params = {
 
 static void die(const char *what, long rc)
 {
-	fprintf(stderr, "error: %s: %s\n", what, strerror((int)(rc < 0 ? -rc : rc)));
+	fprintf(stderr, "error: %s: %s\n", what,
+		strerror((int)(rc < 0 ? -rc : rc)));
 	exit(1);
 }
 
@@ -196,8 +197,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int do_pingpong(const char *ip, const char *port, size_t size,
-		       int iters)
+static int do_pingpong(const char *ip, const char *port, size_t size, int iters)
 {
 	char *out = malloc(size), *in = malloc(size);
 	double *lat = calloc((size_t)iters, sizeof(double));

@@ -40,7 +40,8 @@ static void on_alarm(int sig)
 
 static int sighandler(void)
 {
-	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	struct sigaction sa = { .sa_handler = on_alarm,
+				.sa_flags = SA_RESTART };
 	struct itimerval it = { { 0, 100 }, { 0, 100 } };
 	long i;
 
@@ -68,7 +69,8 @@ static void *connector(void *arg)
 	for (;;) {
 		int c = socket(AF_INET, SOCK_STREAM, 0);
 
-		connect(c, (struct sockaddr *)&listen_addr, sizeof(listen_addr));
+		connect(c, (struct sockaddr *)&listen_addr,
+			sizeof(listen_addr));
 		close(c);
 	}
 	return NULL;
@@ -127,7 +129,8 @@ static int forkrace(int n)
 		else
 			other++;
 	}
-	printf("forkrace forks=%d ok=%d hung=%d other=%d\n", n, ok, hung, other);
+	printf("forkrace forks=%d ok=%d hung=%d other=%d\n", n, ok, hung,
+	       other);
 	fflush(stdout);
 	_exit(0);
 }

@@ -45,9 +45,9 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-#define PROBE_CASE_TIMEOUT_S 10 /* watchdog per case */
-#define PROBE_WAIT_MS 5000	/* deadline of every single wait */
-#define PROBE_BIG (32u << 20)	/* bytes: "large" non-blocking send */
+#define PROBE_CASE_TIMEOUT_S 10		 /* watchdog per case */
+#define PROBE_WAIT_MS	     5000	 /* deadline of every single wait */
+#define PROBE_BIG	     (32u << 20) /* bytes: "large" non-blocking send */
 
 /* glibc's fortify entry points, called directly: libxsock interposes them. */
 ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
@@ -120,9 +120,9 @@ static const char *events_str(int ev)
 		int bit;
 		const char *name;
 	} names[] = {
-		{ POLLIN, "POLLIN" },	{ POLLPRI, "POLLPRI" },
-		{ POLLOUT, "POLLOUT" }, { POLLRDHUP, "POLLRDHUP" },
-		{ POLLERR, "POLLERR" }, { POLLHUP, "POLLHUP" },
+		{ POLLIN, "POLLIN" },	  { POLLPRI, "POLLPRI" },
+		{ POLLOUT, "POLLOUT" },	  { POLLRDHUP, "POLLRDHUP" },
+		{ POLLERR, "POLLERR" },	  { POLLHUP, "POLLHUP" },
 		{ POLLNVAL, "POLLNVAL" },
 	};
 	static char bufs[4][128];
@@ -157,8 +157,8 @@ static volatile int probe_minus_one = -1;
 #define NEED(expr)                                                             \
 	do {                                                                   \
 		if (!(expr)) {                                                 \
-			say("setup failed: %s (line %d, %s)", #expr,           \
-			    __LINE__, ename(errno));                           \
+			say("setup failed: %s (line %d, %s)", #expr, __LINE__, \
+			    ename(errno));                                     \
 			return;                                                \
 		}                                                              \
 	} while (0)
@@ -539,7 +539,7 @@ static const char *wait_child(pid_t pid)
 	else if (WIFSIGNALED(st))
 		snprintf(buf, sizeof(buf), "killed by SIG%s",
 			 sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st))
-						   : "?");
+						    : "?");
 	else
 		snprintf(buf, sizeof(buf), "status 0x%x", st);
 	return buf;
@@ -668,12 +668,14 @@ static void case_bind_errors(void)
 
 	NEED((l = mk_listener(&sin)) >= 0);
 	NEED((b = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
-	say("bind in use=%s", rs(bind(b, (struct sockaddr *)&sin, sizeof(sin))));
+	say("bind in use=%s",
+	    rs(bind(b, (struct sockaddr *)&sin, sizeof(sin))));
 	setsockopt(b, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	say("with SO_REUSEADDR=%s",
 	    rs(bind(b, (struct sockaddr *)&sin, sizeof(sin))));
 	loopback4(&any, 0);
-	say("bind port 0=%s", rs(bind(b, (struct sockaddr *)&any, sizeof(any))));
+	say("bind port 0=%s",
+	    rs(bind(b, (struct sockaddr *)&any, sizeof(any))));
 	say("bind twice=%s", rs(bind(b, (struct sockaddr *)&any, sizeof(any))));
 	NEED((c = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
 	memset(&bogus, 0, sizeof(bogus));
@@ -735,7 +737,8 @@ static void case_socket_errors(void)
 	NEED(fstat(fd, &st) == 0);
 	say("fstat=%s", S_ISSOCK(st.st_mode) ? "S_IFSOCK" : "other");
 	close(fd);
-	NEED((fd = socket(AF_INET6, SOCK_STREAM, 0)) >= 0 || errno == EAFNOSUPPORT);
+	NEED((fd = socket(AF_INET6, SOCK_STREAM, 0)) >= 0 ||
+	     errno == EAFNOSUPPORT);
 	say("AF_INET6 socket=%s", fd >= 0 ? "ok" : "EAFNOSUPPORT");
 }
 
@@ -817,7 +820,8 @@ static void case_msg_dontwait(void)
 	int c, s;
 
 	NEED(mk_pair(&c, &s) == 0);
-	say("recv MSG_DONTWAIT=%s", rs(recv(c, buf, sizeof(buf), MSG_DONTWAIT)));
+	say("recv MSG_DONTWAIT=%s",
+	    rs(recv(c, buf, sizeof(buf), MSG_DONTWAIT)));
 	say("recv MSG_PEEK|MSG_DONTWAIT=%s",
 	    rs(recv(c, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT)));
 	say("socket O_NONBLOCK=%s", yesno(is_nonblock(c)));
@@ -843,7 +847,8 @@ static void case_msg_peek(void)
 	say("peek all=%s", rs(pn));
 	rn = read(c, b, sizeof(b));
 	say("read=%s '%.*s'", rs(rn), rn > 0 ? (int)rn : 0, b);
-	say("same bytes=%s", yesno(pn == rn && pn > 0 && !memcmp(a, b, (size_t)rn)));
+	say("same bytes=%s",
+	    yesno(pn == rn && pn > 0 && !memcmp(a, b, (size_t)rn)));
 	say("peek empty MSG_DONTWAIT=%s",
 	    rs(recv(c, a, sizeof(a), MSG_PEEK | MSG_DONTWAIT)));
 }
@@ -857,14 +862,18 @@ static void case_msg_waitall(void)
 
 	NEED(mk_pair(&c, &s) == 0);
 	NEED(set_rcvtimeo(c, PROBE_WAIT_MS));
-	w = (struct writer){ .fd = s, .a = "abc", .b = "defgh", .delay_ms = 50,
+	w = (struct writer){ .fd = s,
+			     .a = "abc",
+			     .b = "defgh",
+			     .delay_ms = 50,
 			     .shut_how = -1 };
 	NEED(pthread_create(&w.tid, NULL, writer_main, &w) == 0);
 	n = recv(c, buf, 8, MSG_WAITALL);
 	pthread_join(w.tid, NULL);
 	say("recv WAITALL 8=%s '%.*s'", rs(n), n > 0 ? (int)n : 0, buf);
-	w = (struct writer){ .fd = s, .a = "xyz", .delay_ms = 50,
-			     .shut_how = SHUT_WR };
+	w = (struct writer){
+		.fd = s, .a = "xyz", .delay_ms = 50, .shut_how = SHUT_WR
+	};
 	NEED(pthread_create(&w.tid, NULL, writer_main, &w) == 0);
 	n = recv(c, buf, 8, MSG_WAITALL);
 	pthread_join(w.tid, NULL);
@@ -935,8 +944,8 @@ static void case_partial_write_nonblock(void)
 	fill_pattern(big, PROBE_BIG, 0);
 	/* The peer does not read: the send buffer fills up. */
 	for (i = 0; i < 10000; i++) {
-		n = send(c, big + total % PROBE_BIG, PROBE_BIG - total % PROBE_BIG,
-			 MSG_NOSIGNAL);
+		n = send(c, big + total % PROBE_BIG,
+			 PROBE_BIG - total % PROBE_BIG, MSG_NOSIGNAL);
 		if (n < 0) {
 			last_errno = errno;
 			break;
@@ -946,8 +955,8 @@ static void case_partial_write_nonblock(void)
 		total += (size_t)n;
 	}
 	say("first send=%s", first > 0 && (size_t)first < PROBE_BIG ? "short"
-				 : first == (ssize_t)PROBE_BIG ? "all"
-							     : rs(first));
+			     : first == (ssize_t)PROBE_BIG	    ? "all"
+							   : rs(first));
 	say("then=-1 %s", last_errno ? ename(last_errno) : "none");
 	shutdown(c, SHUT_WR);
 	NEED((rd = malloc(total + 1)) != NULL);
@@ -1058,7 +1067,8 @@ static void case_shutdown_wr(void)
 	say("peer read=%s '%.*s' then eof=%s", rs(n), n > 0 ? (int)n : 0, buf,
 	    yesno(eof));
 	say("peer recv again=%s", rs(recv(s, buf, sizeof(buf), 0)));
-	say("peer revents=%s", events_str(wait_fd(s, POLLIN | POLLOUT | POLLRDHUP, 0)));
+	say("peer revents=%s",
+	    events_str(wait_fd(s, POLLIN | POLLOUT | POLLRDHUP, 0)));
 	say("send after SHUT_WR=%s", rs(send(c, "x", 1, MSG_NOSIGNAL)));
 	say("peer reply=%s", rs(send(s, "reply", 5, MSG_NOSIGNAL)));
 	memset(buf, 0, sizeof(buf));
@@ -1102,7 +1112,8 @@ static void case_read_after_peer_close(void)
 	NEED(wait_fd(c, POLLIN, PROBE_WAIT_MS) > 0);
 	say("read=%s", rs(read(c, buf, sizeof(buf))));
 	say("read again=%s", rs(read(c, buf, sizeof(buf))));
-	say("revents=%s", events_str(wait_fd(c, POLLIN | POLLOUT | POLLRDHUP, 0)));
+	say("revents=%s",
+	    events_str(wait_fd(c, POLLIN | POLLOUT | POLLRDHUP, 0)));
 }
 
 static void case_write_after_peer_close(void)
@@ -1130,7 +1141,8 @@ static void case_peer_reset(void)
 	NEED(mk_pair(&c, &s) == 0);
 	close_rst(s);
 	say("rst seen=%s", yesno(wait_err(c)));
-	say("revents=%s", events_str(wait_fd(c, POLLIN | POLLOUT | POLLRDHUP, 0)));
+	say("revents=%s",
+	    events_str(wait_fd(c, POLLIN | POLLOUT | POLLRDHUP, 0)));
 	say("recv=%s", rs(recv(c, buf, sizeof(buf), 0)));
 	say("recv=%s", rs(recv(c, buf, sizeof(buf), 0)));
 	getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el);
@@ -1204,7 +1216,7 @@ static void case_sigpipe_ignored(void)
 
 struct blocked {
 	int fd;
-	int op;  /* 0 recv, 1 accept */
+	int op;	 /* 0 recv, 1 accept */
 	long rc; /* result */
 	int err;
 	char data[16];
@@ -1287,7 +1299,7 @@ static atomic_bool sig_stop;
 
 struct signaller {
 	pthread_t target, tid;
-	int limit;      /* signals to send; 0: until sig_stop */
+	int limit;	/* signals to send; 0: until sig_stop */
 	int then_write; /* fd to write "data" to after the signals, or -1 */
 };
 
@@ -1416,17 +1428,20 @@ static void case_enotsock(void)
 	say("send=%s", rs(send(p[1], "x", 1, MSG_NOSIGNAL)));
 	say("getsockopt=%s",
 	    rs(getsockopt(p[0], SOL_SOCKET, SO_TYPE, &val, &vl)));
-	say("setsockopt=%s",
-	    rs(setsockopt(p[0], SOL_SOCKET, SO_KEEPALIVE, &(int){ 1 },
-			  sizeof(int))));
-	say("getsockname=%s", rs(getsockname(p[0], (struct sockaddr *)&sin, &len)));
-	say("getpeername=%s", rs(getpeername(p[0], (struct sockaddr *)&sin, &len)));
+	say("setsockopt=%s", rs(setsockopt(p[0], SOL_SOCKET, SO_KEEPALIVE,
+					   &(int){ 1 }, sizeof(int))));
+	say("getsockname=%s",
+	    rs(getsockname(p[0], (struct sockaddr *)&sin, &len)));
+	say("getpeername=%s",
+	    rs(getpeername(p[0], (struct sockaddr *)&sin, &len)));
 	say("shutdown=%s", rs(shutdown(p[0], SHUT_RD)));
-	say("connect=%s", rs(connect(p[0], (struct sockaddr *)&sin, sizeof(sin))));
+	say("connect=%s",
+	    rs(connect(p[0], (struct sockaddr *)&sin, sizeof(sin))));
 	say("bind=%s", rs(bind(p[0], (struct sockaddr *)&sin, sizeof(sin))));
 	say("listen=%s", rs(listen(p[0], 1)));
 	say("accept=%s", rs(accept(p[0], NULL, NULL)));
-	say("sendmsg=%s", rs(sendmsg(p[1], &(struct msghdr){ 0 }, MSG_NOSIGNAL)));
+	say("sendmsg=%s",
+	    rs(sendmsg(p[1], &(struct msghdr){ 0 }, MSG_NOSIGNAL)));
 	say("pipe write=%s", rs(write(p[1], "abc", 3)));
 	say("pipe read=%s", rs(read(p[0], buf, sizeof(buf))));
 }
@@ -1442,7 +1457,8 @@ static void case_enotconn(void)
 	NEED((fd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
 	say("recv=%s", rs(recv(fd, buf, sizeof(buf), 0)));
 	say("read=%s", rs(read(fd, buf, sizeof(buf))));
-	say("getpeername=%s", rs(getpeername(fd, (struct sockaddr *)&ss, &len)));
+	say("getpeername=%s",
+	    rs(getpeername(fd, (struct sockaddr *)&ss, &len)));
 	say("send MSG_NOSIGNAL=%s", rs(send(fd, "x", 1, MSG_NOSIGNAL)));
 	say("shutdown=%s", rs(shutdown(fd, SHUT_RDWR)));
 	say("recv after failed shutdown=%s", rs(recv(fd, buf, sizeof(buf), 0)));
@@ -1515,7 +1531,8 @@ static void case_dup_family(void)
 	say("peer no eof=%s", yesno(!readable_now(s)));
 	say("F_DUPFD copy works=%s", through(d5, s, "dupfd2"));
 	close(d5);
-	say("peer eof after the last close=%s", rs(read_n(s, buf, sizeof(buf))));
+	say("peer eof after the last close=%s",
+	    rs(read_n(s, buf, sizeof(buf))));
 }
 
 static void case_dup2_onto_socket(void)
@@ -1651,8 +1668,7 @@ static void case_fcntl_flags(void)
 	say("F_SETOWN=%s", rs(fcntl(c, F_SETOWN, getpid())));
 	say("F_GETOWN is self=%s", yesno(fcntl(c, F_GETOWN) == getpid()));
 	say("bad cmd=%s", rs(fcntl(c, 99999)));
-	say("F_SETFL O_APPEND=%s",
-	    rs(fcntl(c, F_SETFL, O_APPEND)));
+	say("F_SETFL O_APPEND=%s", rs(fcntl(c, F_SETFL, O_APPEND)));
 	say("F_GETFL O_APPEND=%s", yesno(fcntl(c, F_GETFL) & O_APPEND));
 }
 
@@ -1794,8 +1810,10 @@ static void case_names(void)
 	    (unsigned int)l1);
 	say("client peer %s %s len=%u", family_str(cp.ss_family), addr_str(&cp),
 	    (unsigned int)l2);
-	say("client name vs server peer=%s", same_addr(&cn, &sp) ? "match" : "differ");
-	say("client peer vs server name=%s", same_addr(&cp, &sn) ? "match" : "differ");
+	say("client name vs server peer=%s",
+	    same_addr(&cn, &sp) ? "match" : "differ");
+	say("client peer vs server name=%s",
+	    same_addr(&cp, &sn) ? "match" : "differ");
 	ls = 4;
 	r = rs(getsockname(c, (struct sockaddr *)&small, &ls));
 	say("getsockname len 4=%s len out=%u", r, (unsigned int)ls);
@@ -1837,7 +1855,9 @@ static void case_readv_writev(void)
 	}
 	n = readv(s, rv, 8);
 	say("readv 8 iovecs=%s", rs(n));
-	say("data=%s", n == (ssize_t)total && !memcmp(src, dst, total) ? "same" : "differ");
+	say("data=%s", n == (ssize_t)total && !memcmp(src, dst, total)
+			       ? "same"
+			       : "differ");
 	say("writev 0 iovecs=%s", rs(writev(c, wv, 0)));
 	say("writev only empty=%s", rs(writev(c, wv, 1)));
 	say("writev -1=%s", rs(writev(c, wv, probe_minus_one)));
@@ -1926,7 +1946,7 @@ static void case_mmsg(void)
 {
 	struct mmsghdr sv[3], rv[3];
 	struct iovec siov[3], riov[3];
-	char rbuf[3][4], all[13] = { 0 };
+	char rbuf[3][4] = { { 0 } }, all[13] = { 0 };
 	const char *parts[3] = { "aaaa", "bbbb", "cccc" };
 	struct timespec to = { 1, 0 };
 	const char *r;
@@ -2165,7 +2185,8 @@ static void case_select(void)
 
 static void case_epoll_lt(void)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0x1234 }, out[2];
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0x1234 },
+			   out[2];
 	const char *r;
 	char buf[16];
 	int c, s, ep;
@@ -2245,7 +2266,8 @@ static void case_epoll_dup_close(void)
 	r = rs(epoll_wait(ep, out, 2, PROBE_WAIT_MS));
 	say("closed fd still reported=%s data=%llu", r,
 	    (unsigned long long)out[0].data.u64);
-	say("del by closed number=%s", rs(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL)));
+	say("del by closed number=%s",
+	    rs(epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL)));
 	say("del by dup=%s", rs(epoll_ctl(ep, EPOLL_CTL_DEL, d, NULL)));
 	say("read via dup=%s", rs(recv(d, buf, sizeof(buf), 0)));
 	NEED(epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev) == 0);
@@ -2466,14 +2488,14 @@ static void case_udp(void)
 	NEED(bind(u2, (struct sockaddr *)&b, sizeof(b)) == 0);
 	al = sizeof(b);
 	NEED(getsockname(u2, (struct sockaddr *)&b, &al) == 0);
-	say("sendto=%s", rs(sendto(u2, "dgram", 5, 0, (struct sockaddr *)&a,
-				   sizeof(a))));
+	say("sendto=%s",
+	    rs(sendto(u2, "dgram", 5, 0, (struct sockaddr *)&a, sizeof(a))));
 	NEED(wait_fd(u1, POLLIN, PROBE_WAIT_MS) > 0);
 	say("recvfrom MSG_TRUNC, 3-byte buffer=%s",
 	    rs(recvfrom(u1, buf, 3, MSG_TRUNC, (struct sockaddr *)&from, &fl)));
-	say("from sender=%s",
-	    from.sin_port == b.sin_port ? "match" : "differ");
-	say("connect udp=%s", rs(connect(u2, (struct sockaddr *)&a, sizeof(a))));
+	say("from sender=%s", from.sin_port == b.sin_port ? "match" : "differ");
+	say("connect udp=%s",
+	    rs(connect(u2, (struct sockaddr *)&a, sizeof(a))));
 	say("send=%s", rs(send(u2, "two", 3, 0)));
 	NEED(wait_fd(u1, POLLIN, PROBE_WAIT_MS) > 0);
 	say("recv=%s", rs(recv(u1, buf, sizeof(buf), 0)));
@@ -2487,8 +2509,8 @@ static void case_socketpair(void)
 
 	say("socketpair AF_UNIX=%s",
 	    rs(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)));
-	say("socketpair AF_INET=%s", rs(socketpair(AF_INET, SOCK_STREAM, 0,
-						   (int[2]){ 0, 0 })));
+	say("socketpair AF_INET=%s",
+	    rs(socketpair(AF_INET, SOCK_STREAM, 0, (int[2]){ 0, 0 })));
 	say("cloexec=%s", yesno(is_cloexec(sv[0])));
 	say("data=%s", through(sv[0], sv[1], "unix"));
 	say("shutdown=%s", rs(shutdown(sv[0], SHUT_WR)));
@@ -2591,9 +2613,10 @@ static void *echo_cli_main(void *arg)
 		c = socket(AF_INET, SOCK_STREAM, 0);
 		if (c < 0)
 			continue;
-		snprintf(msg, sizeof(msg), "thread %d iteration %d ........", k->id,
-			 i);
-		if (connect(c, (struct sockaddr *)&k->sin, sizeof(k->sin)) == 0 &&
+		snprintf(msg, sizeof(msg), "thread %d iteration %d ........",
+			 k->id, i);
+		if (connect(c, (struct sockaddr *)&k->sin, sizeof(k->sin)) ==
+			    0 &&
 		    send_all(c, msg, sizeof(msg)) &&
 		    read_n(c, back, sizeof(back)) == (ssize_t)sizeof(back) &&
 		    !memcmp(msg, back, sizeof(msg)))
@@ -2662,7 +2685,10 @@ struct probe_case {
 	void (*fn)(void);
 };
 
-#define CASE(n) { #n, case_##n }
+#define CASE(n)                                                                \
+	{                                                                      \
+#n, case_##n                                                   \
+	}
 static const struct probe_case probe_cases[] = {
 	CASE(blocking_connect_refused),
 	CASE(nonblock_connect_ok),
@@ -2840,7 +2866,8 @@ int main(int argc, char **argv)
 	}
 	for (; a < argc && probe_nr_order < PROBE_NR_CASES; a++) {
 		if (!find_case(argv[a])) {
-			fprintf(stderr, "sockprobe: unknown case '%s' (see --list)\n",
+			fprintf(stderr,
+				"sockprobe: unknown case '%s' (see --list)\n",
 				argv[a]);
 			return 2;
 		}

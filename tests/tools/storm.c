@@ -43,10 +43,10 @@
 #define STORM_DRAIN_S	10 /* serve: how long SIGTERM waits for clients */
 
 static volatile sig_atomic_t stop_signal;
-static atomic_int nr_active;   /* serve: connections being echoed */
-static atomic_long nr_served;  /* serve: connections that ended */
-static atomic_long next_conn;  /* run: connections handed out */
-static atomic_long nr_failed;  /* run: connections that errored */
+static atomic_int nr_active;	/* serve: connections being echoed */
+static atomic_long nr_served;	/* serve: connections that ended */
+static atomic_long next_conn;	/* run: connections handed out */
+static atomic_long nr_failed;	/* run: connections that errored */
 static atomic_long nr_mismatch; /* run: echoes that differed */
 static long total_conns;
 
@@ -152,7 +152,8 @@ static size_t storm_msg(long id, unsigned char *buf)
 	size_t len = 1 + (size_t)(id * 7919 % STORM_MSG_MAX), i;
 
 	for (i = 0; i < len; i++)
-		buf[i] = (unsigned char)(id * 131 + (long)i * 17 + (long)(i >> 3));
+		buf[i] = (unsigned char)(id * 131 + (long)i * 17 +
+					 (long)(i >> 3));
 	if (len >= sizeof(id)) /* the connection's number, first */
 		memcpy(buf, &id, sizeof(id));
 	return len;

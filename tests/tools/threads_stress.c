@@ -58,12 +58,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TS_TIMEOUT_S  30 /* SO_RCVTIMEO and SO_SNDTIMEO of reuse/records */
-#define TS_MAX_FDS    65536
-#define TS_REUSE_MAX  16384 /* bytes one reuse round echoes at most */
-#define TS_REC_LEN    32
-#define TS_REC_MAGIC  0x52454331u /* "REC1" */
-#define TS_WAKE_S     10 /* waiters: how long a wake-up may take */
+#define TS_TIMEOUT_S 30 /* SO_RCVTIMEO and SO_SNDTIMEO of reuse/records */
+#define TS_MAX_FDS   65536
+#define TS_REUSE_MAX 16384 /* bytes one reuse round echoes at most */
+#define TS_REC_LEN   32
+#define TS_REC_MAGIC 0x52454331u /* "REC1" */
+#define TS_WAKE_S    10		 /* waiters: how long a wake-up may take */
 
 static struct sockaddr_in ts_addr;
 
@@ -173,8 +173,8 @@ static void *reuse_main(void *arg)
 		die("malloc");
 	for (r = 0; r < reuse_rounds; r++) {
 		/* mostly small, sometimes past the eager and ring edges */
-		len = 1 + (size_t)rand_r(&seed) %
-				  (r % 8 == 7 ? TS_REUSE_MAX : 512);
+		len = 1 +
+		      (size_t)rand_r(&seed) % (r % 8 == 7 ? TS_REUSE_MAX : 512);
 		reuse_fill(out, len, tid, r);
 		fd = ts_connect();
 		if (fd < 0)
@@ -190,15 +190,16 @@ static void *reuse_main(void *arg)
 		}
 		if (memcmp(out, in, len)) {
 			atomic_fetch_add(&nr_mismatch, 1);
-			fprintf(stderr, "threads_stress: thread %d round %ld: "
-					"echo differs\n",
+			fprintf(stderr,
+				"threads_stress: thread %d round %ld: "
+				"echo differs\n",
 				tid, r);
 		}
 		if (close(fd) < 0)
 			goto fail;
 		atomic_fetch_add(&nr_rounds, 1);
 		continue;
-fail:
+	fail:
 		if (atomic_fetch_add(&nr_failed, 1) < 5)
 			fprintf(stderr,
 				"threads_stress: thread %d round %ld: %s\n",
@@ -218,7 +219,8 @@ static int do_reuse(int threads, long n)
 		die("calloc");
 	reuse_rounds = n;
 	for (i = 0; i < threads; i++)
-		if (pthread_create(&t[i], NULL, reuse_main, (void *)(intptr_t)i))
+		if (pthread_create(&t[i], NULL, reuse_main,
+				   (void *)(intptr_t)i))
 			die("pthread_create");
 	for (i = 0; i < threads; i++)
 		pthread_join(t[i], NULL);
@@ -273,8 +275,9 @@ static void *rec_writer(void *arg)
 		 * torn record already */
 		n = send(rec_fd, &r, sizeof(r), MSG_NOSIGNAL);
 		if (n != (ssize_t)sizeof(r)) {
-			fprintf(stderr, "threads_stress: writer %u: send %zd: "
-					"%s\n",
+			fprintf(stderr,
+				"threads_stress: writer %u: send %zd: "
+				"%s\n",
 				r.tid, n, n < 0 ? strerror(errno) : "short");
 			exit(1);
 		}
@@ -297,7 +300,8 @@ static int do_records(int threads, long n)
 	if (rec_fd < 0)
 		die("connect");
 	for (i = 0; i < threads; i++)
-		if (pthread_create(&t[i], NULL, rec_writer, (void *)(intptr_t)i))
+		if (pthread_create(&t[i], NULL, rec_writer,
+				   (void *)(intptr_t)i))
 			die("pthread_create");
 	/* the reader: this thread, while the writers write */
 	for (got = 0; got < threads * n; got++) {
@@ -320,8 +324,8 @@ static int do_records(int threads, long n)
 		pthread_join(t[i], NULL);
 	for (i = 0; !torn && i < threads; i++)
 		lost += n - (long)next[i];
-	printf("records %d x %ld torn %ld lost %ld reordered %ld\n", threads,
-	       n, torn, lost, reordered);
+	printf("records %d x %ld torn %ld lost %ld reordered %ld\n", threads, n,
+	       torn, lost, reordered);
 	close(rec_fd);
 	free(next);
 	free(t);
@@ -355,7 +359,8 @@ static void *waiter_main(void *arg)
 	atomic_store(&w->tid, (int)syscall(SYS_gettid));
 	for (;;) {
 		if (wait_how == WAIT_POLL) {
-			pfd = (struct pollfd){ .fd = wait_fd, .events = POLLIN };
+			pfd = (struct pollfd){ .fd = wait_fd,
+					       .events = POLLIN };
 			rc = poll(&pfd, 1, -1);
 		} else if (wait_how == WAIT_EPOLL) {
 			rc = epoll_wait(wait_epfd, &ev, 1, -1);
@@ -543,8 +548,8 @@ int main(int argc, char **argv)
 	if (argc < 4)
 		usage();
 	ts_addr = addr_of(argv[2], argv[3]);
-	if (argc == 6 && (!strcmp(argv[1], "reuse") ||
-			  !strcmp(argv[1], "records"))) {
+	if (argc == 6 &&
+	    (!strcmp(argv[1], "reuse") || !strcmp(argv[1], "records"))) {
 		threads = atoi(argv[4]);
 		n = atol(argv[5]);
 		if (threads < 1 || threads > 1024 || n < 1)

@@ -281,7 +281,6 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-
 static int do_sizes(const char *ip, const char *port, int argc, char **argv)
 {
 	int fd = connect_to(ip, port), i;
@@ -326,7 +325,7 @@ struct soak {
 /* Write sizes on both sides of the inline, eager and rendezvous edges. */
 static void *soak_writer(void *arg)
 {
-	static const size_t sizes[] = { 1,    100,   4088,	 4089,
+	static const size_t sizes[] = { 1,    100,   4088,  4089,
 					4097, 65536, 65537, 200000 };
 	static unsigned char buf[200000];
 	struct soak *w = arg;
@@ -409,8 +408,7 @@ static int do_many(const char *ip, const char *port, int n)
 	return bad != 0;
 }
 
-#define CHECK(name, expr)                                                      \
-	printf("%-44s %s\n", name, (expr) ? "ok" : "FAILED")
+#define CHECK(name, expr) printf("%-44s %s\n", name, (expr) ? "ok" : "FAILED")
 
 /* Wait until @n bytes are readable (MSG_PEEK|MSG_WAITALL). */
 static void wait_readable(int fd, size_t n)
@@ -461,11 +459,13 @@ static int do_semantics(const char *ip, const char *port)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	v = fcntl(fd, F_GETFL);
 	fcntl(fd, F_SETFL, v | O_NONBLOCK);
-	CHECK("O_NONBLOCK read: EAGAIN", read(fd, buf, 1) < 0 && errno == EAGAIN);
+	CHECK("O_NONBLOCK read: EAGAIN",
+	      read(fd, buf, 1) < 0 && errno == EAGAIN);
 	fcntl(fd, F_SETFL, v);
 	v = 1;
 	ioctl(fd, FIONBIO, &v);
-	CHECK("FIONBIO recv: EAGAIN", recv(fd, buf, 1, 0) < 0 && errno == EAGAIN);
+	CHECK("FIONBIO recv: EAGAIN",
+	      recv(fd, buf, 1, 0) < 0 && errno == EAGAIN);
 	v = 0;
 	ioctl(fd, FIONBIO, &v);
 
@@ -497,8 +497,7 @@ static int do_semantics(const char *ip, const char *port)
 	wait_readable(fd, 6);
 	CHECK("MSG_PEEK|MSG_TRUNC into NULL counts 2",
 	      recv(fd, NULL, 2, MSG_PEEK | MSG_TRUNC) == 2);
-	CHECK("MSG_TRUNC into NULL drops 2",
-	      recv(fd, NULL, 2, MSG_TRUNC) == 2);
+	CHECK("MSG_TRUNC into NULL drops 2", recv(fd, NULL, 2, MSG_TRUNC) == 2);
 	CHECK("the rest follows the dropped bytes",
 	      recv(fd, buf, 4, 0) == 4 && !memcmp(buf, "wxyz", 4));
 	CHECK("send of 0 bytes: 0", send(fd, buf, 0, 0) == 0);
@@ -518,8 +517,8 @@ static int do_semantics(const char *ip, const char *port)
 	mh.msg_namelen = sizeof(sa);
 	n = recvmsg(fd, &mh, MSG_WAITALL);
 	CHECK("recvmsg MSG_WAITALL 11 bytes, no name",
-	      n == 11 && !memcmp(buf, "hello world", 11) && mh.msg_namelen == 0 &&
-		      mh.msg_flags == 0);
+	      n == 11 && !memcmp(buf, "hello world", 11) &&
+		      mh.msg_namelen == 0 && mh.msg_flags == 0);
 	write_all(fd, "xyz", 3);
 	sl = sizeof(sa);
 	n = recvfrom(fd, buf, 3, MSG_WAITALL, (struct sockaddr *)&sa, &sl);
@@ -556,14 +555,22 @@ static int do_semantics(const char *ip, const char *port)
 static const char *errname(int e)
 {
 	switch (e) {
-	case 0: return "0";
-	case EINPROGRESS: return "EINPROGRESS";
-	case EISCONN: return "EISCONN";
-	case EALREADY: return "EALREADY";
-	case ECONNREFUSED: return "ECONNREFUSED";
-	case EAGAIN: return "EAGAIN";
-	case ETIMEDOUT: return "ETIMEDOUT";
-	default: return strerror(e);
+	case 0:
+		return "0";
+	case EINPROGRESS:
+		return "EINPROGRESS";
+	case EISCONN:
+		return "EISCONN";
+	case EALREADY:
+		return "EALREADY";
+	case ECONNREFUSED:
+		return "ECONNREFUSED";
+	case EAGAIN:
+		return "EAGAIN";
+	case ETIMEDOUT:
+		return "ETIMEDOUT";
+	default:
+		return strerror(e);
 	}
 }
 
@@ -594,7 +601,8 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 	} else if (!strcmp(how, "select")) {
 		FD_ZERO(&w);
 		FD_SET(fd, &w);
-		rc = select(fd + 1, NULL, &w, NULL, &tv) == 1 && FD_ISSET(fd, &w);
+		rc = select(fd + 1, NULL, &w, NULL, &tv) == 1 &&
+		     FD_ISSET(fd, &w);
 	} else {
 		sleep(3);
 		rc = poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLOUT);
@@ -636,7 +644,8 @@ int main(int argc, char **argv)
 		return do_nbconnect(argv[2], argv[3], argv[4]);
 	if (argc >= 4 && !strcmp(argv[1], "semantics"))
 		return do_semantics(argv[2], argv[3]);
-	fprintf(stderr, "usage: xsnet serve|sink|source|sizes|soak|many|semantics "
-			"IP PORT ...\n");
+	fprintf(stderr,
+		"usage: xsnet serve|sink|source|sizes|soak|many|semantics "
+		"IP PORT ...\n");
 	return 2;
 }

@@ -32,7 +32,11 @@ static const char *fake_get(const char *name, void *ctx)
 static struct xs_config cfg;
 static char err[XS_CFG_ERR_MAX];
 
-/* Load with the given NULL-terminated name/value list. */
+/* The end of load()'s list: a null pointer of the arguments' own type, not
+ * a bare NULL, which may be an int in a variadic call. */
+#define LOAD_END ((const char *)NULL)
+
+/* Load with the given LOAD_END-terminated name/value list. */
 static int load(const char *first, ...)
 {
 	struct fake_env e = { .n = 0 };
@@ -51,10 +55,9 @@ static int load(const char *first, ...)
 	return xs_cfg_load(&cfg, fake_get, &e, err, sizeof(err));
 }
 
-static void expect_invalid(const char *name, const char *value,
-			   const char *msg)
+static void expect_invalid(const char *name, const char *value, const char *msg)
 {
-	if (load(name, value, NULL) == 0)
+	if (load(name, value, LOAD_END) == 0)
 		xt_fail(__FILE__, __LINE__, "%s=\"%s\" accepted", name, value);
 	XT_ASSERT_CONTAINS(err, name);
 	XT_ASSERT_CONTAINS(err, msg);
@@ -116,7 +119,7 @@ XT_TEST(numbers_and_bounds)
 {
 	XT_ASSERT_EQ(load("XSOCK_POOL_MB", "1", "XSOCK_SPIN_US", "0",
 			  "XSOCK_EAGER_LIMIT", "1048576",
-			  "XSOCK_CONNECT_TIMEOUT_MS", "10", NULL),
+			  "XSOCK_CONNECT_TIMEOUT_MS", "10", LOAD_END),
 		     0);
 	XT_ASSERT_EQ(cfg.pool_mb, 1);
 	XT_ASSERT_EQ(cfg.spin_us, 0);
@@ -145,7 +148,8 @@ XT_TEST(hostile_numbers)
 
 XT_TEST(control_characters_quoted_in_message)
 {
-	expect_invalid("XSOCK_MODE", "a\x1b[2Jb", "invalid value \"a\\x1b[2Jb\"");
+	expect_invalid("XSOCK_MODE", "a\x1b[2Jb",
+		       "invalid value \"a\\x1b[2Jb\"");
 	/* a very long value is cut, the message stays bounded */
 	{
 		char big[5000];
@@ -159,13 +163,13 @@ XT_TEST(control_characters_quoted_in_message)
 
 XT_TEST(log_values)
 {
-	XT_ASSERT_EQ(load("XSOCK_LOG", "debug", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_LOG", "debug", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.log_level, XS_LOG_DEBUG);
 	XT_ASSERT_STREQ(cfg.log_path, "");
-	XT_ASSERT_EQ(load("XSOCK_LOG", "info:/tmp/xsock.log", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_LOG", "info:/tmp/xsock.log", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.log_level, XS_LOG_INFO);
 	XT_ASSERT_STREQ(cfg.log_path, "/tmp/xsock.log");
-	XT_ASSERT_EQ(load("XSOCK_LOG", "trace:a:b", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_LOG", "trace:a:b", LOAD_END), 0);
 	XT_ASSERT_STREQ(cfg.log_path, "a:b");
 	expect_invalid("XSOCK_LOG", "loud", "expected off, error, warn");
 	expect_invalid("XSOCK_LOG", "debug:", "must not be empty");
@@ -175,21 +179,21 @@ XT_TEST(log_values)
 
 XT_TEST(mode_stats_device)
 {
-	XT_ASSERT_EQ(load("XSOCK_MODE", "off", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_MODE", "off", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.mode, XS_MODE_OFF);
-	XT_ASSERT_EQ(load("XSOCK_MODE", "tcp", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_MODE", "tcp", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.mode, XS_MODE_TCP);
 	expect_invalid("XSOCK_MODE", "AUTO", "expected off, tcp or auto");
 	expect_invalid("XSOCK_MODE", "rdma ", "expected off, tcp or auto");
 
-	XT_ASSERT_EQ(load("XSOCK_STATS", "1", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_STATS", "1", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.stats, XS_STATS_STDERR);
-	XT_ASSERT_EQ(load("XSOCK_STATS", "/tmp/s.txt", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_STATS", "/tmp/s.txt", LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.stats, XS_STATS_FILE);
 	XT_ASSERT_STREQ(cfg.stats_path, "/tmp/s.txt");
 	expect_invalid("XSOCK_STATS", "yes", "expected 0, 1 or a path");
 
-	XT_ASSERT_EQ(load("XSOCK_DEVICE", "mlx5_0", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_DEVICE", "mlx5_0", LOAD_END), 0);
 	XT_ASSERT_STREQ(cfg.device, "mlx5_0");
 	expect_invalid("XSOCK_DEVICE", "rxe 0", "expected a device name");
 	expect_invalid("XSOCK_DEVICE", "../../etc", "expected a device name");
@@ -208,12 +212,13 @@ XT_TEST(rules_file_sets_and_env_precedence)
 				      "set XSOCK_POOL_MB 3\n"
 				      "tcp * * *:22\n");
 
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, LOAD_END), 0);
 	XT_ASSERT_EQ(cfg.spin_us, 7);
 	XT_ASSERT_EQ(cfg.pool_mb, 3);
 	XT_ASSERT_EQ(cfg.rule_set.nr_rules, 1);
 	/* the environment overrides the rules file */
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, "XSOCK_SPIN_US", "9", NULL), 0);
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, "XSOCK_SPIN_US", "9", LOAD_END),
+		     0);
 	XT_ASSERT_EQ(cfg.spin_us, 9);
 	XT_ASSERT_EQ(cfg.pool_mb, 3);
 	unlink(path);
@@ -225,7 +230,7 @@ XT_TEST(rules_file_errors)
 	char want[128];
 
 	path = rules_file("tcp * * *:22\nset XSOCK_NOPE 1\n");
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, NULL), -EINVAL);
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, LOAD_END), -EINVAL);
 	snprintf(want, sizeof(want), "%s:2: unknown option 'XSOCK_NOPE'", path);
 	XT_ASSERT_CONTAINS(err, want);
 	XT_ASSERT_EQ(cfg.mode, XS_MODE_OFF);
@@ -233,24 +238,27 @@ XT_TEST(rules_file_errors)
 	unlink(path);
 
 	path = rules_file("set XSOCK_POOL_MB 0\n");
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, NULL), -EINVAL);
-	snprintf(want, sizeof(want), "%s:1: XSOCK_POOL_MB: invalid value \"0\": out of range",
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, LOAD_END), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "%s:1: XSOCK_POOL_MB: invalid value \"0\": out of range",
 		 path);
 	XT_ASSERT_CONTAINS(err, want);
 	unlink(path);
 
 	path = rules_file("set XSOCK_RULES /etc/passwd\n");
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, NULL), -EINVAL);
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, LOAD_END), -EINVAL);
 	XT_ASSERT_CONTAINS(err, "XSOCK_RULES cannot be set from a rules file");
 	unlink(path);
 
 	path = rules_file("rdma * * *:22\ngarbage\n");
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, NULL), -EINVAL);
-	snprintf(want, sizeof(want), "%s:2:1: unknown directive 'garbage'", path);
+	XT_ASSERT_EQ(load("XSOCK_RULES", path, LOAD_END), -EINVAL);
+	snprintf(want, sizeof(want), "%s:2:1: unknown directive 'garbage'",
+		 path);
 	XT_ASSERT_CONTAINS(err, want);
 	unlink(path);
 
-	XT_ASSERT_EQ(load("XSOCK_RULES", "/nonexistent.rules", NULL), -ENOENT);
+	XT_ASSERT_EQ(load("XSOCK_RULES", "/nonexistent.rules", LOAD_END),
+		     -ENOENT);
 	XT_ASSERT_CONTAINS(err, "/nonexistent.rules: cannot open rules file");
 	XT_ASSERT_EQ(cfg.mode, XS_MODE_OFF);
 }
@@ -259,9 +267,11 @@ XT_TEST(env_error_wins_over_good_rules)
 {
 	const char *path = rules_file("set XSOCK_SPIN_US 7\n");
 
-	XT_ASSERT_EQ(load("XSOCK_RULES", path, "XSOCK_EAGER_LIMIT", "1", NULL),
-		     -EINVAL);
-	XT_ASSERT_CONTAINS(err, "XSOCK_EAGER_LIMIT: invalid value \"1\": out of range");
+	XT_ASSERT_EQ(
+		load("XSOCK_RULES", path, "XSOCK_EAGER_LIMIT", "1", LOAD_END),
+		-EINVAL);
+	XT_ASSERT_CONTAINS(
+		err, "XSOCK_EAGER_LIMIT: invalid value \"1\": out of range");
 	XT_ASSERT_EQ(cfg.spin_us, 50); /* the good part is not applied either */
 	unlink(path);
 }
@@ -274,7 +284,8 @@ static void readme_row(const struct xs_opt_info *o, char *row, size_t size)
 
 	if (strcmp(o->type, "UINT") == 0)
 		snprintf(range, sizeof(range), "%llu-%llu",
-			 (unsigned long long)o->min, (unsigned long long)o->max);
+			 (unsigned long long)o->min,
+			 (unsigned long long)o->max);
 	for (i = 0; o->unit[i] && u + 2 < sizeof(unit); i++) {
 		if (o->unit[i] == '|')
 			unit[u++] = '\\';
@@ -300,7 +311,8 @@ XT_TEST(readme_knob_table_matches_options_def)
 	for (i = 0; i < xs_cfg_nr_opts(); i++) {
 		readme_row(xs_cfg_opt(i), row, sizeof(row));
 		if (!strstr(text, row)) {
-			fprintf(stderr, "# README.md lacks this row:\n%s\n", row);
+			fprintf(stderr, "# README.md lacks this row:\n%s\n",
+				row);
 			missing++;
 		}
 	}

@@ -58,7 +58,7 @@ XT_TEST(insert_get_remove)
 	setup(10000);
 	s = new_sock();
 	XT_ASSERT_EQ(xs_fdtab_insert(5000, s), 0); /* second chunk */
-	XT_ASSERT_EQ(refs(s), 1);                  /* the table's reference */
+	XT_ASSERT_EQ(refs(s), 1);		   /* the table's reference */
 	g = xs_fdtab_get(5000);
 	XT_ASSERT(g == s);
 	XT_ASSERT_EQ(refs(s), 2);
@@ -214,9 +214,9 @@ XT_TEST(transport_decision_on_connect_to_closed_port)
 	s = new_sock();
 	sin.sin_addr.s_addr = htonl(0x7f000001);
 	sin.sin_port = htons(1); /* nothing listens on port 1 */
-	XT_ASSERT_EQ(xs_sock_connect(s, fd, (struct sockaddr *)&sin,
-				     sizeof(sin)),
-		     -ECONNREFUSED);
+	XT_ASSERT_EQ(
+		xs_sock_connect(s, fd, (struct sockaddr *)&sin, sizeof(sin)),
+		-ECONNREFUSED);
 	XT_ASSERT_EQ(xs_sock_kind(s), XS_KIND_TCP);
 	XT_ASSERT_EQ(xs_sock_reason(s), XS_FB_LOOPBACK);
 	XT_ASSERT_STREQ(xs_fallback_name(xs_sock_reason(s)), "loopback");
@@ -226,8 +226,8 @@ XT_TEST(transport_decision_on_connect_to_closed_port)
 }
 
 #define RACE_THREADS 8
-#define RACE_FDS 64
-#define RACE_ITERS 20000
+#define RACE_FDS     64
+#define RACE_ITERS   20000
 
 static void *race_worker(void *arg)
 {
@@ -301,7 +301,8 @@ XT_TEST(connect_with_a_bad_address_pointer_is_efault)
 	XT_ASSERT_EQ(xs_sock_connect(s, fd, (const struct sockaddr *)16, 16),
 		     -EFAULT);
 	XT_ASSERT_EQ(xs_sock_kind(s), XS_KIND_PENDING);
-	XT_ASSERT_EQ(xs_sock_connect(s, fd, NULL, 0), -EINVAL); /* as the kernel says */
+	XT_ASSERT_EQ(xs_sock_connect(s, fd, NULL, 0),
+		     -EINVAL); /* as the kernel says */
 	xs_sock_put(s);
 	close(fd);
 }

@@ -14,8 +14,7 @@
 
 static int nr_reg, nr_dereg, fail_reg;
 
-static int fake_reg(void *pd, void *addr, size_t len, uint32_t *lkey,
-		    void **mr)
+static int fake_reg(void *pd, void *addr, size_t len, uint32_t *lkey, void **mr)
 {
 	XT_ASSERT(pd == (void *)0x1234);
 	XT_ASSERT_EQ(len, XS_POOL_SUPERBLOCK);
@@ -44,8 +43,12 @@ static void setup(struct xs_pool *p, size_t mb)
 XT_TEST(size_classes)
 {
 	static const size_t want[][2] = {
-		{ 1, 64 },	   { 64, 64 },	       { 65, 128 },
-		{ 4096, 4096 },	   { 4097, 8192 },     { 1 << 20, 1 << 20 },
+		{ 1, 64 },
+		{ 64, 64 },
+		{ 65, 128 },
+		{ 4096, 4096 },
+		{ 4097, 8192 },
+		{ 1 << 20, 1 << 20 },
 		{ 4u << 20, 4u << 20 },
 	};
 	struct xs_pool p;
@@ -132,7 +135,7 @@ XT_TEST(no_overlap_across_a_full_superblock)
 		XT_ASSERT_EQ(xs_pool_alloc(&p, 64, &b[i]), 0);
 		memset(b[i].addr, (int)(i % 251), 64);
 	}
-	XT_ASSERT_EQ(xs_pool_alloc(&p, 64, &b[0]) , -ENOBUFS);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 64, &b[0]), -ENOBUFS);
 	for (i = 0; i < n; i++) {
 		XT_ASSERT_EQ(((unsigned char *)b[i].addr)[0], i % 251);
 		XT_ASSERT_EQ(((unsigned char *)b[i].addr)[63], i % 251);

@@ -58,18 +58,63 @@ static void hello_case(void (*mutate)(uint8_t *), size_t len, int rc)
 		XT_ASSERT_EQ(d.credits, 7); /* untouched on failure */
 }
 
-static void m_magic(uint8_t *b) { b[0] = 'Y'; }
-static void m_version(uint8_t *b) { b[4] = 2; }
-static void m_flags(uint8_t *b) { b[5] = 0x80; }
-static void m_credits0(uint8_t *b) { b[6] = 0; b[7] = 0; }
-static void m_credits_big(uint8_t *b) { b[6] = 0x10; b[7] = 0x01; } /* 4097 */
-static void m_eager_small(uint8_t *b) { memset(b + 8, 0, 3); b[11] = 63; }
-static void m_eager_big(uint8_t *b) { b[8] = 0; b[9] = 0x10; b[10] = 0; b[11] = 1; }
-static void m_rndv_big(uint8_t *b) { b[12] = 0x40; b[13] = 0; b[14] = 0; b[15] = 1; }
-static void m_rndv_zero(uint8_t *b) { memset(b + 12, 0, 4); }
-static void m_reserved(uint8_t *b) { b[19] = 1; }
-static void m_reserved2(uint8_t *b) { b[31] = 1; }
-static void m_tail(uint8_t *b) { b[40] = 1; }
+static void m_magic(uint8_t *b)
+{
+	b[0] = 'Y';
+}
+static void m_version(uint8_t *b)
+{
+	b[4] = 2;
+}
+static void m_flags(uint8_t *b)
+{
+	b[5] = 0x80;
+}
+static void m_credits0(uint8_t *b)
+{
+	b[6] = 0;
+	b[7] = 0;
+}
+static void m_credits_big(uint8_t *b)
+{
+	b[6] = 0x10;
+	b[7] = 0x01;
+} /* 4097 */
+static void m_eager_small(uint8_t *b)
+{
+	memset(b + 8, 0, 3);
+	b[11] = 63;
+}
+static void m_eager_big(uint8_t *b)
+{
+	b[8] = 0;
+	b[9] = 0x10;
+	b[10] = 0;
+	b[11] = 1;
+}
+static void m_rndv_big(uint8_t *b)
+{
+	b[12] = 0x40;
+	b[13] = 0;
+	b[14] = 0;
+	b[15] = 1;
+}
+static void m_rndv_zero(uint8_t *b)
+{
+	memset(b + 12, 0, 4);
+}
+static void m_reserved(uint8_t *b)
+{
+	b[19] = 1;
+}
+static void m_reserved2(uint8_t *b)
+{
+	b[31] = 1;
+}
+static void m_tail(uint8_t *b)
+{
+	b[40] = 1;
+}
 
 XT_TEST(hello_rejections)
 {
@@ -104,9 +149,12 @@ XT_TEST(msg_round_trips)
 	XT_ASSERT_EQ(d.credits, 3);
 	XT_ASSERT_EQ(d.len, 100);
 
-	m = (struct xs_msg){ .type = XS_MSG_RNDV, .credits = 1,
-			     .rndv_addr = 0x7f0000001000ull, .rndv_rkey = 0xabcd,
-			     .rndv_len = 65536, .rndv_id = 42 };
+	m = (struct xs_msg){ .type = XS_MSG_RNDV,
+			     .credits = 1,
+			     .rndv_addr = 0x7f0000001000ull,
+			     .rndv_rkey = 0xabcd,
+			     .rndv_len = 65536,
+			     .rndv_id = 42 };
 	n = xs_wire_msg_encode(&m, buf);
 	XT_ASSERT_EQ(n, XS_WIRE_MSG_LEN + XS_WIRE_RNDV_LEN);
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
@@ -135,8 +183,10 @@ XT_TEST(msg_rejections)
 
 	xs_wire_msg_encode(&m, buf);
 	/* the length must match what arrived, exactly */
-	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 9, 4096, 1 << 20, &d), -EPROTO);
-	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 11, 4096, 1 << 20, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 9, 4096, 1 << 20, &d),
+		     -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8 + 11, 4096, 1 << 20, &d),
+		     -EPROTO);
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 7, 4096, 1 << 20, &d), -EPROTO);
 	XT_ASSERT_EQ(xs_wire_msg_decode(NULL, 18, 4096, 1 << 20, &d), -EPROTO);
 	/* more bytes than the receive buffer can hold */
@@ -170,14 +220,18 @@ XT_TEST(msg_rejections)
 XT_TEST(rndv_descriptor_bounds)
 {
 	uint8_t buf[64];
-	struct xs_msg m = { .type = XS_MSG_RNDV, .rndv_addr = 4096,
-			    .rndv_rkey = 1, .rndv_len = 1 << 20, .rndv_id = 1 },
+	struct xs_msg m = { .type = XS_MSG_RNDV,
+			    .rndv_addr = 4096,
+			    .rndv_rkey = 1,
+			    .rndv_len = 1 << 20,
+			    .rndv_id = 1 },
 		      d;
 	size_t n = xs_wire_msg_encode(&m, buf);
 
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
 	/* larger than this side accepts */
-	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, (1 << 20) - 1, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, (1 << 20) - 1, &d),
+		     -EPROTO);
 	/* zero length */
 	m.rndv_len = 0;
 	n = xs_wire_msg_encode(&m, buf);
@@ -194,7 +248,8 @@ XT_TEST(rndv_descriptor_bounds)
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), -EPROTO);
 	/* a descriptor cut short */
 	buf[31] = 0;
-	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n - 1, 4096, 1 << 20, &d), -EPROTO);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n - 1, 4096, 1 << 20, &d),
+		     -EPROTO);
 }
 
 /*
@@ -227,14 +282,17 @@ XT_TEST(mutated_inputs_respect_bounds)
 		}
 		if (xs_wire_msg_decode(buf, len, 4096, 65536, &d) == 0) {
 			accepted++;
-			XT_ASSERT(d.type >= XS_MSG_DATA && d.type <= XS_MSG_RESET);
+			XT_ASSERT(d.type >= XS_MSG_DATA &&
+				  d.type <= XS_MSG_RESET);
 			XT_ASSERT_EQ(d.len + XS_WIRE_MSG_LEN, len);
 			XT_ASSERT(d.credits <= XS_WIRE_MAX_CREDITS);
 			if (d.type == XS_MSG_RNDV)
-				XT_ASSERT(d.rndv_len >= 1 && d.rndv_len <= 65536);
+				XT_ASSERT(d.rndv_len >= 1 &&
+					  d.rndv_len <= 65536);
 		}
 		if (xs_wire_hello_decode(buf, len, &h) == 0) {
-			XT_ASSERT(h.credits >= 1 && h.credits <= XS_WIRE_MAX_CREDITS);
+			XT_ASSERT(h.credits >= 1 &&
+				  h.credits <= XS_WIRE_MAX_CREDITS);
 			XT_ASSERT(h.eager_size >= XS_WIRE_MIN_EAGER);
 		}
 		free(buf);

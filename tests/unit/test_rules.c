@@ -61,8 +61,8 @@ static enum xs_rule_action match(const struct xs_rules *r, const char *prog,
 				 enum xs_role role, struct sockaddr_storage ss,
 				 unsigned int *line)
 {
-	return xs_rules_match(r, prog, role, (struct sockaddr *)&ss,
-			      sizeof(ss), line);
+	return xs_rules_match(r, prog, role, (struct sockaddr *)&ss, sizeof(ss),
+			      line);
 }
 
 XT_TEST(empty_and_comments)
@@ -80,11 +80,10 @@ XT_TEST(empty_and_comments)
 XT_TEST(fields_parsed)
 {
 	struct xs_rules r = { 0 };
-	const char *text =
-		"tcp  sshd   server  *:22   # ssh stays on TCP\r\n"
-		"rdma redis-* client 10.1.0.0/16:6379-6380\n"
-		"tcp * * [fe80::]/10:*\n"
-		"set XSOCK_SPIN_US 20\n";
+	const char *text = "tcp  sshd   server  *:22   # ssh stays on TCP\r\n"
+			   "rdma redis-* client 10.1.0.0/16:6379-6380\n"
+			   "tcp * * [fe80::]/10:*\n"
+			   "set XSOCK_SPIN_US 20\n";
 
 	XT_ASSERT_EQ(parse(&r, text), 0);
 	XT_ASSERT_EQ(r.nr_rules, 3);
@@ -147,8 +146,8 @@ XT_TEST(role_program_port)
 	XT_ASSERT_EQ(match(&r, "redis-server", XS_ROLE_CLIENT,
 			   v4("0.0.0.0", 6379), NULL),
 		     XS_ACTION_TCP);
-	XT_ASSERT_EQ(match(&r, "memcached", XS_ROLE_SERVER,
-			   v4("0.0.0.0", 6379), NULL),
+	XT_ASSERT_EQ(match(&r, "memcached", XS_ROLE_SERVER, v4("0.0.0.0", 6379),
+			   NULL),
 		     XS_ACTION_TCP);
 	XT_ASSERT_EQ(match(&r, "redis-server", XS_ROLE_SERVER,
 			   v4("0.0.0.0", 6380), NULL),
@@ -164,18 +163,23 @@ XT_TEST(prefixes)
 			       "tcp * * 0.0.0.0/0:1\n"
 			       "tcp * * [2001:db8::]/33:*\n"),
 		     0);
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("192.168.1.127", 9), NULL),
-		     XS_ACTION_TCP);
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("192.168.1.128", 9), NULL),
-		     XS_ACTION_NONE);
+	XT_ASSERT_EQ(
+		match(&r, "p", XS_ROLE_CLIENT, v4("192.168.1.127", 9), NULL),
+		XS_ACTION_TCP);
+	XT_ASSERT_EQ(
+		match(&r, "p", XS_ROLE_CLIENT, v4("192.168.1.128", 9), NULL),
+		XS_ACTION_NONE);
 	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("8.8.8.8", 1), NULL),
 		     XS_ACTION_TCP);
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("2001:db8:7fff::1", 9), NULL),
-		     XS_ACTION_TCP);
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("2001:db8:8000::1", 9), NULL),
-		     XS_ACTION_NONE);
+	XT_ASSERT_EQ(
+		match(&r, "p", XS_ROLE_CLIENT, v6("2001:db8:7fff::1", 9), NULL),
+		XS_ACTION_TCP);
+	XT_ASSERT_EQ(
+		match(&r, "p", XS_ROLE_CLIENT, v6("2001:db8:8000::1", 9), NULL),
+		XS_ACTION_NONE);
 	/* an IPv4-mapped IPv6 address matches IPv4 rules */
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("::ffff:192.168.1.1", 9), NULL),
+	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("::ffff:192.168.1.1", 9),
+			   NULL),
 		     XS_ACTION_TCP);
 	/* IPv4 rules never match a native IPv6 address */
 	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("::1", 1), NULL),
@@ -205,15 +209,17 @@ XT_TEST(non_inet_address_never_matches)
 
 XT_TEST(syntax_errors_name_line_and_column)
 {
-	expect_error("bogus * * *:*\n",
-		     "t.rules:1:1: unknown directive 'bogus' (expected rdma, tcp or set)");
+	expect_error("bogus * * *:*\n", "t.rules:1:1: unknown directive "
+					"'bogus' (expected rdma, tcp or set)");
 	expect_error("\n\ntcp\n", "t.rules:3:4: missing PROGRAM field");
 	expect_error("tcp prog\n", "missing ROLE field");
 	expect_error("tcp prog server\n", "missing ADDRESS:PORT field");
-	expect_error("tcp * master *:*\n", "t.rules:1:7: unknown role 'master'");
+	expect_error("tcp * master *:*\n",
+		     "t.rules:1:7: unknown role 'master'");
 	expect_error("tcp * * 10.0.0.1\n", "expected ADDRESS:PORT");
 	expect_error("tcp * * 10.0.0.256:1\n", "bad IPv4 address '10.0.0.256'");
-	expect_error("tcp * * 10.0.0.0/33:1\n", "t.rules:1:18: bad prefix length (0-32)");
+	expect_error("tcp * * 10.0.0.0/33:1\n",
+		     "t.rules:1:18: bad prefix length (0-32)");
 	expect_error("tcp * * [::1]/129:1\n", "bad prefix length (0-128)");
 	expect_error("tcp * * [::1:1\n", "missing ']'");
 	expect_error("tcp * * [zz::1]:1\n", "bad IPv6 address");
@@ -221,7 +227,8 @@ XT_TEST(syntax_errors_name_line_and_column)
 	expect_error("tcp * * *:-1\n", "bad port range");
 	expect_error("tcp * * *:80-79\n", "reversed");
 	expect_error("tcp * * */8:80\n", "'*' takes no prefix");
-	expect_error("tcp * * *:80 extra\n", "t.rules:1:14: unexpected 'extra'");
+	expect_error("tcp * * *:80 extra\n",
+		     "t.rules:1:14: unexpected 'extra'");
 	expect_error("set\n", "'set' needs a XSOCK_* name");
 	expect_error("set PATH /bin\n", "'PATH' is not a XSOCK_* name");
 	expect_error("set XSOCK_SPIN_US\n", "needs a value");
@@ -292,7 +299,8 @@ XT_TEST(too_many_directives)
 	text[strlen(text) - strlen(strrchr(text, 't'))] = '\0';
 	XT_ASSERT_EQ(parse(&r, text), 0);
 	XT_ASSERT_EQ(r.nr_rules, XS_RULES_MAX);
-	XT_ASSERT_EQ(r.rules[XS_RULES_MAX - 1].port_lo, (XS_RULES_MAX - 1) % 60000);
+	XT_ASSERT_EQ(r.rules[XS_RULES_MAX - 1].port_lo,
+		     (XS_RULES_MAX - 1) % 60000);
 	xs_rules_free(&r);
 	free(text);
 }
@@ -313,10 +321,11 @@ XT_TEST(load_missing_file_and_directory)
 {
 	struct xs_rules r = { 0 };
 
-	XT_ASSERT_EQ(xs_rules_load(&r, "/nonexistent/xsock.rules", err,
-				   sizeof(err)),
-		     -ENOENT);
-	XT_ASSERT_CONTAINS(err, "/nonexistent/xsock.rules: cannot open rules file");
+	XT_ASSERT_EQ(
+		xs_rules_load(&r, "/nonexistent/xsock.rules", err, sizeof(err)),
+		-ENOENT);
+	XT_ASSERT_CONTAINS(err,
+			   "/nonexistent/xsock.rules: cannot open rules file");
 	XT_ASSERT_EQ(xs_rules_load(&r, "/", err, sizeof(err)), -EISDIR);
 	XT_ASSERT_CONTAINS(err, "is a directory");
 }
@@ -331,8 +340,9 @@ XT_TEST(shipped_rules_file_parses)
 		     0);
 	XT_ASSERT(r.nr_rules > 0);
 	/* ssh stays on kernel TCP */
-	XT_ASSERT_EQ(match(&r, "ssh", XS_ROLE_CLIENT, v4("10.0.0.1", 22), &line),
-		     XS_ACTION_TCP);
+	XT_ASSERT_EQ(
+		match(&r, "ssh", XS_ROLE_CLIENT, v4("10.0.0.1", 22), &line),
+		XS_ACTION_TCP);
 	xs_rules_free(&r);
 }
 
@@ -346,8 +356,9 @@ XT_TEST(ipv4_mapped_rule_matches_ipv4_sockets)
 	XT_ASSERT_EQ(r.rules[0].family, AF_INET);
 	XT_ASSERT_EQ(r.rules[0].prefix, 32);
 	XT_ASSERT_EQ(r.rules[1].prefix, 8);
-	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v6("::ffff:127.0.0.1", 9), NULL),
-		     XS_ACTION_TCP);
+	XT_ASSERT_EQ(
+		match(&r, "p", XS_ROLE_CLIENT, v6("::ffff:127.0.0.1", 9), NULL),
+		XS_ACTION_TCP);
 	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("127.0.0.1", 9), NULL),
 		     XS_ACTION_TCP);
 	XT_ASSERT_EQ(match(&r, "p", XS_ROLE_CLIENT, v4("10.9.9.9", 9), NULL),

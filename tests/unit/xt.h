@@ -35,9 +35,8 @@ void xt_fail(const char *file, int line, const char *fmt, ...)
 	do {                                                                   \
 		long long xt_a_ = (long long)(a), xt_b_ = (long long)(b);      \
 		if (xt_a_ != xt_b_)                                            \
-			xt_fail(__FILE__, __LINE__,                            \
-				"%s == %s: %lld != %lld", #a, #b, xt_a_,       \
-				xt_b_);                                        \
+			xt_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld",  \
+				#a, #b, xt_a_, xt_b_);                         \
 	} while (0)
 
 #define XT_ASSERT_STREQ(a, b)                                                  \

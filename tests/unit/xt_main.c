@@ -59,8 +59,8 @@ static int xt_selected(const char *name, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
-						 : argv[0];
+	const char *prog =
+		strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	const char *env = getenv("XT_TIMEOUT");
 	unsigned int timeout = env ? (unsigned int)atoi(env) : 30;
 	int i, n = 0, failed = 0;
