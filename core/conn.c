@@ -275,7 +275,6 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	if (!c)
 		return -ENOMEM;
 	c->setup_us = xs_now_us();
-	xs_tls_depth++;
 	c->ch = rdma_create_event_channel();
 	if (!c->ch) {
 		rc = -errno;
@@ -331,12 +330,10 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		goto out_destroy;
 	}
 	c->setup_us = xs_now_us() - c->setup_us;
-	xs_tls_depth--;
 	*out = c;
 	return 0;
 
 out_destroy:
-	xs_tls_depth--;
 	xs_conn_destroy(c);
 	return rc;
 }
@@ -347,7 +344,6 @@ void xs_conn_destroy(struct xs_conn *c)
 
 	if (!c)
 		return;
-	xs_tls_depth++;
 	if (c->id && c->id->qp)
 		rdma_disconnect(c->id); /* the QP errors: no more binds */
 	/* Windows before the QP: deallocating one invalidates it, and a
@@ -369,7 +365,6 @@ void xs_conn_destroy(struct xs_conn *c)
 		rdma_destroy_id(c->id);
 	if (c->ch)
 		rdma_destroy_event_channel(c->ch);
-	xs_tls_depth--;
 	free(c);
 }
 
@@ -386,7 +381,6 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	l->backlog = backlog < 1      ? 1
 		     : backlog > 4096 ? 4096
 				      : (unsigned)backlog;
-	xs_tls_depth++;
 	l->ch = rdma_create_event_channel();
 	if (!l->ch) {
 		rc = -errno;
@@ -413,12 +407,10 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 		rc = -errno;
 		goto out_destroy;
 	}
-	xs_tls_depth--;
 	*out = l;
 	return 0;
 
 out_destroy:
-	xs_tls_depth--;
 	xs_listener_destroy(l);
 	return rc;
 }
@@ -537,10 +529,8 @@ int xs_listener_poll(struct xs_listener *l, bool drain)
 {
 	struct rdma_cm_event *ev;
 
-	xs_tls_depth++;
 	while (drain && rdma_get_cm_event(l->ch, &ev) == 0)
 		listener_event(l, ev);
-	xs_tls_depth--;
 	return (int)l->nr_ready;
 }
 
@@ -552,7 +542,6 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 	int rc = 0;
 
 	xs_stream_news_bump(); /* what is left queued stays readable */
-	xs_tls_depth++;
 	while (!l->ready) {
 		rc = conn_next_event(l->ch, deadline, &ev);
 		if (rc == -ETIMEDOUT)
@@ -569,7 +558,6 @@ int xs_listener_accept(struct xs_listener *l, struct xs_conn **out,
 		l->nr_ready--;
 		rc = 0;
 	}
-	xs_tls_depth--;
 	return rc;
 }
 
@@ -589,7 +577,6 @@ void xs_listener_destroy(struct xs_listener *l)
 
 	if (!l)
 		return;
-	xs_tls_depth++;
 	while ((c = l->ready)) {
 		l->ready = c->next;
 		xs_conn_destroy(c);
@@ -598,7 +585,6 @@ void xs_listener_destroy(struct xs_listener *l)
 		rdma_destroy_id(l->id);
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
-	xs_tls_depth--;
 	free(l);
 }
 

@@ -7,6 +7,10 @@
  * data (core/proto.h). Setup only: the stream protocol (eager, rendezvous,
  * credits) drives these objects from the transport.
  *
+ * Context: every call is made with the reentrancy depth raised by the
+ * core/ entry point above it (XS_INSIDE(), core/xs_core.h), so that
+ * rdma-core's own read/write/close/poll reach libc untouched.
+ *
  * Errors follow the kernel's connect(2)/accept(2) vocabulary, so a caller
  * can fall back to kernel TCP with a reason:
  *   -ENODEV        no RDMA device serves the address (loopback, no route)

@@ -51,7 +51,8 @@ bool xs_sock_mine(const struct xs_sock *s);
  *
  * The PD and the registered pool are made on first use and kept for the
  * life of the process image; a forked child starts with none.
- * Context: any thread; takes dev_lock.
+ * Context: any thread, the depth raised (from connection setup); takes
+ * dev_lock, and calls rdma-core (PD, pool registration) under it.
  * Return: the device, or NULL with *@rc set.
  */
 struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,

@@ -304,7 +304,8 @@ void xs_sock_get(struct xs_sock *s)
 }
 
 /* Release lingering streams that are drained or past their deadline.
- * Cheap when none linger; never blocks on a busy list. */
+ * Cheap when none linger; never blocks on a busy list. Context: the depth
+ * raised (the xsock-linger thread, a socket's last put, sock_attach()). */
 static void sock_linger_reap(void)
 {
 	struct sock_linger *l, *next, *keep = NULL, **tail;
@@ -317,7 +318,6 @@ static void sock_linger_reap(void)
 	sock_lingering = NULL;
 	pthread_mutex_unlock(&sock_linger_lock);
 	now = xs_now_us();
-	xs_tls_depth++;
 	for (; l; l = next) {
 		next = l->next;
 		if (!xs_stream_drained(l->st) && now < l->deadline) {
@@ -330,7 +330,6 @@ static void sock_linger_reap(void)
 		free(l);
 		atomic_fetch_sub(&sock_nr_lingering, 1);
 	}
-	xs_tls_depth--;
 	pthread_mutex_lock(&sock_linger_lock);
 	for (tail = &sock_lingering; *tail; tail = &(*tail)->next)
 		;
@@ -342,6 +341,7 @@ static void sock_linger_reap(void)
 static void *sock_reaper_main(void *arg)
 {
 	unsigned int nap_us = 200;
+	XS_INSIDE(); /* a thread of ours: it closes lingering streams */
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "xsock-linger");
@@ -438,8 +438,8 @@ void xs_core_exit(void)
 	struct sock_linger *l;
 	struct xs_sock *s;
 	bool pending;
+	XS_INSIDE(); /* atexit: FINs, resets and CQ polls on every stream */
 
-	xs_tls_depth++;
 	/* The reaper stops within one nap (20 ms at most) and a pass: from
 	 * here on only this thread closes streams. */
 	atomic_store(&sock_reaper_stop, true);
@@ -466,7 +466,6 @@ void xs_core_exit(void)
 		if (pending)
 			usleep(200);
 	} while (pending && xs_now_us() < deadline);
-	xs_tls_depth--;
 }
 
 /*
@@ -485,9 +484,9 @@ static void *sock_probe_main(void *arg)
 	struct xs_sock *s;
 	uint64_t now;
 	int idle;
+	XS_INSIDE(); /* a thread of ours, for good: it probes streams */
 
 	(void)arg;
-	xs_tls_depth++; /* our own calls are never the application's */
 	for (;;) {
 		nanosleep(&tick, NULL);
 		now = xs_now_us();
@@ -558,7 +557,6 @@ static void sock_teardown(struct xs_sock *s)
 	if (!s->stream && !s->listener)
 		return;
 	mine = xs_sock_mine(s);
-	xs_tls_depth++;
 	if (s->stream) {
 		if (mine) {
 			sock_live_unlink(s);
@@ -578,7 +576,6 @@ static void sock_teardown(struct xs_sock *s)
 			free(s->listener);
 		s->listener = NULL;
 	}
-	xs_tls_depth--;
 	if (mine)
 		sock_linger_reap();
 }
@@ -594,6 +591,8 @@ void xs_sock_put(struct xs_sock *s)
 	XS_ASSERT(refs > 0);
 	if (refs != 1)
 		return;
+
+	XS_INSIDE(); /* the last reference: QP, CQ, ids and MRs go */
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
 	sock_teardown(s);
@@ -1004,6 +1003,7 @@ static int sock_rdma_connect(struct xs_sock *s, int fd,
 	uint64_t t0 = xs_now_us();
 	struct xs_conn *c;
 	int reason, rc;
+	XS_INSIDE(); /* rdma_cm resolves, connects and waits on its channel */
 
 	rc = xs_conn_connect(&c, dst, p);
 	if (rc == 0)
@@ -1043,8 +1043,8 @@ static void *sock_connect_main(void *arg)
 	struct sock_connecting *a = arg;
 	struct xs_sock *s = a->s;
 	int reason;
+	XS_INSIDE(); /* a thread of ours: the handshake, maybe the last put */
 
-	xs_tls_depth++;
 	reason = sock_rdma_connect(s, a->app_fd,
 				   (struct sockaddr *)&a->rdma_addr, &a->p);
 	if (reason == XS_FB_NONE) {
@@ -1073,7 +1073,6 @@ static void *sock_connect_main(void *arg)
 	xs_real.close(a->fd);
 	atomic_store_explicit(&s->connecting, false, memory_order_release);
 	(void)!eventfd_write(s->connect_evfd, 1);
-	xs_tls_depth--;
 	xs_sock_put(s);
 	free(a);
 	return NULL;
@@ -1250,6 +1249,7 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	struct xs_conn_params p;
 	int reason, rc;
 	bool bound;
+	XS_INSIDE(); /* the rdma_cm listener: made, or destroyed on failure */
 
 	if (xs_sock_connecting(s) || xs_sock_kind(s) == XS_KIND_RDMA)
 		return -EINVAL; /* inet_listen() of a connecting or connected
@@ -1329,6 +1329,7 @@ static int sock_accept_rdma(struct xs_sock *s, struct sockaddr *addr,
 	struct xs_conn *conn;
 	struct xs_sock *c;
 	int nfd, rc;
+	XS_INSIDE(); /* rdma_cm events, the new QP's stream, or its teardown */
 
 	pthread_mutex_lock(&s->lock);
 	rc = xs_listener_accept(s->listener, &conn, 0);

@@ -53,10 +53,12 @@ ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		return -EOPNOTSUPP;
 	if (sock_foreign(s))
 		return -ECONNRESET;
-	xs_tls_depth++;
-	rc = xs_stream_send(s->stream, iov, iovcnt,
-			    sock_timeout(s, flags, true));
-	xs_tls_depth--;
+	{
+		XS_INSIDE(); /* the stream posts WRs and polls its CQ */
+		rc = xs_stream_send(s->stream, iov, iovcnt,
+				    sock_timeout(s, flags, true));
+	}
+	/* with the depth back: a SIGPIPE handler is the application's */
 	if (rc == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE); /* the kernel's send_sig(SIGPIPE, current) */
 	return rc;
@@ -68,9 +70,9 @@ int xs_sock_so_error(struct xs_sock *s)
 
 	if (sock_foreign(s))
 		return 0;
-	xs_tls_depth++;
+
+	XS_INSIDE(); /* a stream call, as every one, with the depth raised */
 	rc = xs_stream_take_error(s->stream);
-	xs_tls_depth--;
 	return -rc;
 }
 
@@ -92,10 +94,10 @@ ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		rflags |= XS_RECV_WAITALL;
 	if (flags & MSG_TRUNC) /* tcp_recvmsg(): discard, as many as asked */
 		rflags |= XS_RECV_DISCARD;
-	xs_tls_depth++;
+
+	XS_INSIDE(); /* the stream polls its CQ and sleeps on its channels */
 	rc = xs_stream_recv(s->stream, iov, iovcnt, rflags,
 			    sock_timeout(s, flags, false));
-	xs_tls_depth--;
 	return rc;
 }
 
@@ -153,9 +155,9 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 	}
 	if (sock_foreign(s))
 		return -ENOTCONN;
-	xs_tls_depth++;
+
+	XS_INSIDE(); /* the stream polls its CQ and posts the FIN */
 	rc = xs_stream_shutdown(s->stream, how);
-	xs_tls_depth--;
 	/* the kernel's shutdown succeeds */
 	return rc == -ECONNRESET || rc == -EPIPE ? 0 : rc;
 }
@@ -200,10 +202,9 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 		rc = xs_real.ioctl(fd, request, arg);
 		if (rc < 0 && errno == EFAULT)
 			return -EFAULT;
-		xs_tls_depth++;
+		XS_INSIDE(); /* the stream reaps its CQ first */
 		v = (int)(request == SIOCINQ ? xs_stream_inq(s->stream)
 					     : xs_stream_outq(s->stream));
-		xs_tls_depth--;
 		*(int *)arg = v;
 		return 0;
 	}

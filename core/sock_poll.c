@@ -37,7 +37,8 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 	if (xs_sock_kind(s) == XS_KIND_PENDING ||
 	    xs_sock_kind(s) == XS_KIND_TCP)
 		return 0; /* connecting; or decided for TCP: the kernel's */
-	xs_tls_depth++;
+
+	XS_INSIDE(); /* the stream polls its CQ, the listener its CM channel */
 	if (xs_sock_kind(s) == XS_KIND_RDMA) {
 		ev = xs_stream_events(
 			s->stream,
@@ -55,7 +56,6 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		pthread_mutex_unlock(&s->lock);
 		out = ready ? POLLIN | POLLRDNORM : 0;
 	}
-	xs_tls_depth--;
 	return out;
 }
 
@@ -79,9 +79,9 @@ bool xs_sock_poll_arm(struct xs_sock *s)
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return false; /* the CM channel needs no arming */
-	xs_tls_depth++;
+
+	XS_INSIDE(); /* arming is ibv_req_notify_cq() */
 	rc = xs_stream_arm(s->stream);
-	xs_tls_depth--;
 	return rc == 1;
 }
 

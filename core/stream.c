@@ -647,10 +647,8 @@ static int stream_wait(struct xs_stream *s, uint64_t deadline)
 		return 0;
 	}
 	s->polling = true;
-	xs_tls_depth++;
 	rc = stream_sleep(s, deadline);
 	stream_return_credits(s);
-	xs_tls_depth--;
 	s->polling = false;
 	pthread_cond_broadcast(&s->cond);
 	return rc;

@@ -33,7 +33,9 @@
  * Return convention: bytes moved if any, else a negative errno (rsocket's
  * rsend, SMC's send_done ?: -ECONNRESET). A peer whose message fails
  * validation resets this stream (-ECONNRESET) and nothing else.
- * Context: any thread; every call takes the stream's lock.
+ * Context: any thread; every call takes the stream's lock, and is made with
+ * the reentrancy depth raised by the core/ entry point above it
+ * (XS_INSIDE(), core/xs_core.h).
  */
 #ifndef XS_CORE_STREAM_H
 #define XS_CORE_STREAM_H

@@ -35,10 +35,13 @@
 #include "xs_shm.h"
 
 /*
- * Reentrancy depth: above zero while control is inside libxsock (init,
- * core/, or a call into rdma-core). Every wrapper checks it first and then
- * forwards straight to libc, so rdma-core's own read/write/close/poll pass
- * through untouched and pthread_once never recurses. initial-exec: no
+ * Reentrancy depth: above zero while this thread runs libxsock's init or
+ * RDMA work (rdma-core, and the conn/stream/dev code that calls it). Every
+ * wrapper checks it first and then forwards straight to libc, so
+ * rdma-core's own read/write/close/poll/fcntl pass through untouched and
+ * pthread_once never recurses. core/'s own libc calls need no depth: they
+ * go through xs_real (XS_CALL), never through an interposed name
+ * (tests/check-symbols). Changed only by XS_INSIDE(). initial-exec: no
  * allocation on first access from a new thread.
  */
 extern __thread int xs_tls_depth __attribute__((tls_model("initial-exec")));
@@ -57,6 +60,66 @@ extern __thread int xs_tls_depth __attribute__((tls_model("initial-exec")));
  */
 void xs_assert_fail(const char *expr, const char *file, int line)
 	__attribute__((noreturn));
+
+/*
+ * XS_INSIDE() - raise the reentrancy depth from here to the end of the
+ * enclosing block. A scoped guard (the cleanup attribute): every way out
+ * of the block - return, goto, break - lowers it again, so an early
+ * return can neither leave the depth raised nor skip the decrement, and
+ * the leave asserts that the depth is the one this guard set. A goto into
+ * its scope does not compile, nor do two guards in one block; a guard
+ * nested in a block of a guarded function trips -Wshadow.
+ *
+ * One guard per entry into the RDMA side, placed where core/ hands control
+ * to it, with a comment saying why:
+ *   - the xs_core.h calls that reach rdma-core: xs_sock_send (the stream
+ *     call only), xs_sock_recv, xs_sock_so_error, xs_sock_shutdown and
+ *     xs_sock_ioctl (past their checks and kernel-socket cases),
+ *     xs_sock_listen, xs_sock_put (the last reference),
+ *     xs_sock_poll_events and xs_sock_poll_arm, xs_dev_available,
+ *     xs_core_exit (atexit);
+ *   - inside xs_sock_connect and xs_sock_accept, the RDMA halves:
+ *     sock_rdma_connect() and sock_accept_rdma();
+ *   - the start function of each thread the library makes (xsock-linger,
+ *     xsock-probe, the non-blocking connect's worker): the depth is per
+ *     thread and a new thread starts at 0, so each raises it for its whole
+ *     life. The probe thread never returns, nor leaves its guard;
+ *   - xs_init_once()'s run (preload/init.c).
+ * conn.c, stream.c, pool.c and xs_dev_open() are reached only from these
+ * and never raise the depth themselves. tests/unit/test_depth.c pins the
+ * guard's behaviour.
+ *
+ * Never around a kernel wait that core/ makes on the application's behalf
+ * (the fallback's connect(2), accept(2), the wait for a connect's outcome)
+ * nor around raise(SIGPIPE): a signal handler that runs while the depth is
+ * raised is the application's, and every call it made would pass through
+ * to the kernel fd, bypassing its xsock sockets.
+ *
+ * Where no guard is needed or none can work:
+ *   - callbacks from rdma-core: there are none. rdma-core reaches this
+ *     library only through the interposed names, which see the depth. A
+ *     thread rdma-core starts itself begins at depth 0; its fds are not in
+ *     the fd table, so its calls pass through all the same.
+ *   - fork(): the child's one thread inherits the forking thread's depth,
+ *     0 in the fork() wrapper. xs_core_fork_child() and the atfork
+ *     handlers touch no rdma-core (they take and drop locks, reset
+ *     state), so they raise nothing.
+ */
+static inline int xs_depth_enter(void)
+{
+	return ++xs_tls_depth;
+}
+
+static inline void xs_depth_leave(int *entered)
+{
+	XS_ASSERT(xs_tls_depth == *entered);
+	xs_tls_depth--;
+}
+
+#define XS_INSIDE()                                                            \
+	int xs_inside_depth_                                                   \
+		__attribute__((cleanup(xs_depth_leave), unused)) =             \
+			xs_depth_enter()
 
 /* What an fd tracked by libxsock currently is. */
 enum xs_fd_kind {

@@ -38,8 +38,9 @@ static void init_run(void)
 {
 	char err[XS_CFG_ERR_MAX];
 	int saved = errno;
+	XS_INSIDE(); /* a wrapper reached from here must not enter
+		      * pthread_once again: it would wait for this run */
 
-	xs_tls_depth++;
 	if (xs_real_resolve(err, sizeof(err)) != 0) {
 		char msg[XS_CFG_ERR_MAX + 64];
 
@@ -68,7 +69,6 @@ static void init_run(void)
 	       init_cfg.mode == XS_MODE_TCP ? "tcp" : "auto", xs_fdtab_size());
 	atomic_store(&xs_active, true);
 out:
-	xs_tls_depth--;
 	atomic_store_explicit(&xs_init_done, true, memory_order_release);
 	errno = saved;
 }
