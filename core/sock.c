@@ -187,17 +187,19 @@ void xs_core_atfork_prepare(void)
 	 * pool lock's rule); fork() itself blocks them meanwhile too. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &core_fork_sigmask);
+	/* in the lock order of core/xs_core.h: dev_lock before log_lock,
+	 * which the device probe takes to log while it holds dev_lock */
 	pthread_mutex_lock(&sock_pool_lock);
 	pthread_mutex_lock(&sock_neg_lock);
 	pthread_mutex_lock(&sock_linger_lock);
-	xs_log_lock();
 	xs_dev_lock();
+	xs_log_lock();
 }
 
 void xs_core_atfork_parent(void)
 {
-	xs_dev_unlock();
 	xs_log_unlock();
+	xs_dev_unlock();
 	pthread_mutex_unlock(&sock_linger_lock);
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
@@ -206,8 +208,8 @@ void xs_core_atfork_parent(void)
 
 void xs_core_atfork_child(void)
 {
-	xs_dev_unlock();
 	xs_log_unlock();
+	xs_dev_unlock();
 	/* the parent's lingering streams and open sockets are not ours */
 	sock_lingering = NULL;
 	atomic_store(&sock_nr_lingering, 0);

@@ -5,12 +5,42 @@
  * counters. The RDMA transport itself (QPs, pool, eager/rendezvous) plugs in
  * behind these calls.
  *
- * Lock order, for the whole library (the fd table itself is lock-free):
- *     sock.lock -> (rdma-core's own locks)
- *     sock_pool_lock, log_lock, dev_lock: leaves, held briefly, never
- *     around a call into rdma-core or the application.
- * fork(): pthread_atfork takes every leaf lock in prepare and releases it
- * in parent and child (xs_core_atfork_*).
+ * Lock order, for the whole library (the fd table itself is lock-free).
+ * A thread holding a lock may take only locks further down this list,
+ * never one above it; no lock is held around a call into the application.
+ *   1. ep_set.lock (preload/poll.c, one per emulated epoll set): held while
+ *      a set's members are looked at, so around xs_sock_poll_events(),
+ *      xs_sock_poll_arm() and a member's xs_sock_put() - everything below,
+ *      and rdma-core - but never around the wait's sleep.
+ *   2. xs_sock.lock (one per socket): around the rdma_cm listener's poll
+ *      and accept (rdma-core; a new connection's setup takes dev_lock,
+ *      pool.lock and log_lock); the connect worker takes sock_neg_lock
+ *      under it. Never two sockets' at once.
+ *   3. sock_pool_lock (core/sock.c, every signal blocked): the socket free
+ *      list and the counters file (core/publish.c, which may log).
+ *   4. sock_neg_lock (core/sock.c): the negative cache; a leaf at run time.
+ *   5. sock_linger_lock (core/sock.c): the live and lingering lists; held
+ *      around xs_stream_probe() (probe thread) and the FINs, resets and
+ *      drain checks of xs_core_exit(), so over stream.lock and rdma-core.
+ *   6. stream.lock (core/stream.h, one per stream): around the QP's posts
+ *      and CQ polls (rdma-core, pool.lock, log_lock). The leader of a wait
+ *      drops it around its poll(2), followers wait on stream.cond. Never
+ *      two streams' at once.
+ *   7. dev_lock (core/dev.c): the device probe and list; held around
+ *      ibv_get_device_list() and the PD's allocation (rdma-core), and
+ *      takes log_lock to log.
+ *   8. pool.lock (core/pool.h, one per device): around the registration
+ *      of a new superblock (rdma-core).
+ *   9. log_lock (core/log.c): the log file's identity; a leaf.
+ * ep_table_lock (preload/poll.c) is never held with another lock. The
+ * pthread_once of xs_init_once() comes before all of them: the wrappers
+ * that wait on it are never entered with a lock held (core/ calls none).
+ * rdma-core's own locks come below any of ours that is held around it.
+ * fork(): pthread_atfork takes sock_pool_lock, sock_neg_lock,
+ * sock_linger_lock, dev_lock and log_lock in prepare, in this order, and
+ * releases them in parent and child (xs_core_atfork_*). The per-object
+ * locks (1, 2, 6, 8) are not taken there; the child never touches its
+ * parent's streams and pools.
  *
  * Return convention: 0, a byte count or a negative errno (libuv, kernel).
  * Wrappers convert with xs_sys_ret() at the boundary; errno is never the
@@ -243,7 +273,8 @@ void xs_core_exit(void);
 void xs_core_fork_child(void);
 
 /**
- * xs_core_atfork_prepare() - take core/'s leaf locks before fork()
+ * xs_core_atfork_prepare() - take core/'s process-wide locks before fork(),
+ *                            in the lock order above
  * xs_core_atfork_parent() - release them in the parent
  * xs_core_atfork_child() - release them in the child, reset its counters
  *

@@ -520,8 +520,8 @@ struct ep_member {
 };
 
 struct ep_set {
-	pthread_mutex_t lock;
-	int inner; /* private epoll fd: the members' channel fds */
+	pthread_mutex_t lock; /* before any core/ lock: core/xs_core.h */
+	int inner;	      /* private epoll fd: the members' channel fds */
 	struct ep_member *m;
 	size_t nr, cap;
 	size_t cursor; /* where the next collection starts (round robin) */
@@ -551,6 +551,7 @@ static _Atomic(_Atomic(unsigned char) *) ep_in_epoll;
 
 /* epoll fd -> its xsock members, for epoll fds that ever had one */
 static _Atomic(struct ep_set *) *ep_table;
+/* never held with another lock (lock order: core/xs_core.h) */
 static pthread_mutex_t ep_table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct ep_set *ep_lookup(int epfd)
