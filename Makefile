@@ -2,7 +2,10 @@
 #
 # make            build build/libxsock.so, the tools in build/bin/ (xsock,
 #                 xsock-stat, xsock-check) and the test tools
-# make check      install missing packages, build, run every test tier
+# make check      install missing packages, build, run every test tier, each
+#                 class of test sized to prove its claim (about 20 minutes)
+# make check-long the same tiers at full size, every Soft-RoCE file in both
+#                 topologies (about 50 minutes)
 # make asan       the same library built with -fsanitize=address,undefined
 # make bench      kernel TCP, xsock, rsocket and raw verbs side by side
 #                 (bench/run: tables, CSV and charts in bench/results/)
@@ -52,7 +55,7 @@ BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 
 .SECONDARY:
 
-.PHONY: all check test check-deps check-unit check-bats check-softroce check-asan \
+.PHONY: all check check-long check-tiers test check-deps check-unit check-bats check-softroce check-asan \
 	check-symbols fuzz fuzz-build check-fuzz soak \
 	debug asan install uninstall clean lint format bench-passthrough demo \
 	bench bench-smoke
@@ -145,18 +148,34 @@ $(B)/obj/tests/unit/%.o: tests/unit/%.c
 		-c -o $@ $<
 
 # --- tests -----------------------------------------------------------------
-# Every tier writes TAP into $(B)/test-logs; tests/summary counts them and
-# prints the closing "N passed, N failed, N skipped" line.
+# Every tier writes TAP into $(B)/test-logs and prints its time;
+# tests/summary counts them and prints the closing "N passed, N failed, N
+# skipped" line with the whole run's time. make check runs each class of
+# test sized to prove its claim (about 20 minutes on 2 cores); make
+# check-long runs the same tiers at full size (XSOCK_TEST_LONG=1: the
+# 10,000-connection storm, the 1 GiB stream) and every Soft-RoCE file in
+# both topologies (tests/softroce/check --long; about 50 minutes).
 check: check-deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory check-tiers
+
+check-long: check-deps
+	$(Q)XSOCK_TEST_LONG=1 $(MAKE) --no-print-directory check-tiers \
+		SOFTROCE_CHECK="tests/softroce/check --long"
+
+SOFTROCE_CHECK ?= tests/softroce/check
+
+check-tiers:
 	$(Q)rm -rf $(B)/test-logs && mkdir -p $(B)/test-logs
+	$(Q)date +%s.%N >$(B)/test-logs/start
+	$(Q)$(MAKE) --no-print-directory all
+	-$(Q)tests/run-tier $(B)/test-logs/static.tap tests/static-tier $(B)/obj
 	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap --timing tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
 	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \
 		$(MAKE) --no-print-directory -s check-fuzz
-	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap tests/softroce/check
+	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap $(SOFTROCE_CHECK)
 	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap --timing tests/bench
 	$(Q)tests/summary $(B)/test-logs
 
