@@ -6,6 +6,8 @@
 # cm_id are destroyed by the kernel, which disconnects the connection at
 # once; 10 s leaves room for emulation's scheduling.
 
+# bats file_tags=two
+
 load tier
 
 bats_require_minimum_version 1.5.0

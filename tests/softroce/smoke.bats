@@ -11,6 +11,9 @@
 # retried within a deadline all the same; servers are stopped in teardown.
 # Figures are printed as TAP comments ("# ...").
 
+# Topology two runs all of it too: the fabric across a wire.
+# bats file_tags=two
+
 load tier
 
 @test "fabric: both Soft-RoCE ports are ACTIVE" {

@@ -37,6 +37,7 @@ plain_server()
 	server_ready "$1" tcp
 }
 
+# bats test_tags=two
 @test "sock: socket calls over RDMA answer exactly as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	run --separate-stderr timeout 60 env XSOCK_MODE=tcp "$XSNET" semantics "$XS_ADDR_A" "$port"
@@ -53,6 +54,7 @@ plain_server()
 	[[ $(stat cli connects) == 1 && $(stat cli rdma) == 1 && $(stat cli tcp) == 0 ]]
 }
 
+# bats test_tags=two
 @test "sock: echo from 1 B to 64 MiB across the inline, eager and ring edges" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	local sizes=(1 2 63 64 65 247 248 249 255 256 257 4087 4088 4089 4095 4096
@@ -82,8 +84,10 @@ plain_server()
 		"$regions regions exposed, $(stat cli pulled) pulled"
 }
 
-@test "sock: a stream checked by SHA-256 at both ends (1 GiB in one guest)" {
-	local mib=1024
+# bats test_tags=two
+@test "sock: a stream checked by SHA-256 at both ends (256 MiB in one guest; 1 GiB in check-long)" {
+	local mib
+	mib=$(sized 256 1024)
 	[[ "$XS_TOPOLOGY" != two ]] || mib=64
 	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
 		XSOCK_STATS='$XS_RUN_DIR/sink.stats' '$XSNET' sink '$XS_ADDR_A' '$port' |
@@ -108,6 +112,7 @@ plain_server()
 		"$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v m="$mib" 'BEGIN { printf "%.1f MiB/s", m / (b - a) }')"
 }
 
+# bats test_tags=two
 @test "sock: a sender that exits without close() delivers every byte, then EOF" {
 	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
 		'$XSNET' sink '$XS_ADDR_A' '$port' | wc -c >'$XS_RUN_DIR/sink.count';
@@ -158,6 +163,7 @@ plain_server()
 	note "pool 1 MiB: $rdma connections over RDMA, $tcp over TCP (busy)"
 }
 
+# bats test_tags=two
 @test "sock: fallback both ways - xsock client to a plain server, plain client to an xsock server" {
 	plain_server "plain$BATS_TEST_NUMBER"
 	local t0=$EPOCHREALTIME
@@ -254,6 +260,7 @@ plain_server()
 	done
 }
 
+# bats test_tags=two
 @test "sock: a non-blocking connect answers EINPROGRESS and completes on its own, as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	local how kernel plain_port=$((port + 1)) xs_port=$port

@@ -1,7 +1,19 @@
 # tests/softroce/tier.bash - helpers shared by the bats files of the
 # Soft-RoCE tier (`load tier`): per-test ports, servers started on the
 # server side through xs-remote and stopped in teardown, readiness waits
-# with deadlines, figures as TAP comments.
+# with deadlines, figures as TAP comments, test sizes.
+
+# sized CHECK LONG - the size a test runs at: CHECK in `make check` (sized
+# to prove its claim), LONG in `make check-long` (XSOCK_TEST_LONG=1, the
+# full size: more connections, longer streams).
+sized()
+{
+	if [[ "${XSOCK_TEST_LONG:-0}" == 1 ]]; then
+		echo "$2"
+	else
+		echo "$1"
+	fi
+}
 
 setup_file()
 {

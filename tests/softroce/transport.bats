@@ -4,6 +4,9 @@
 # answer to peers that are not xsock or send a malformed hello. Runs in both
 # topologies (the server through xs-remote), after the fabric smoke tests.
 
+# Topology two runs all of it too: the hello and the stream across a wire.
+# bats file_tags=two
+
 load tier
 
 bats_require_minimum_version 1.5.0
