@@ -199,7 +199,9 @@ flow_outcome()
 	# delivered): like a TCP server, it then learns only by keepalive,
 	# which it sets on its listener (its connections inherit it).
 	FLOW_SERVE_ARGS="--keepalive 2,1,1" flow_start 90
-	blackhole 40 &
+	# the outage outlasts the bound, so no side is rescued by the link's
+	# return: each must have failed on its own within it
+	blackhole $(sized 32 40) &
 	locals+=($!)
 	flow_wait
 	((status == 3)) # failed, nothing corrupt
@@ -219,18 +221,20 @@ flow_outcome()
 	remote_bg srv env $(xsenv srv) python3 "$PY/flow_peer.py" serve \
 		"$XS_ADDR_A" "$port"
 	server_ready srv rdma
+	# the idle wait outlasts the outage (4 s + 22 s), which outlasts the
+	# bound on keepalive's detection (20 s from its start)
 	env $(xsenv ka) python3 "$PY/flow_peer.py" idle "$XS_ADDR_A" "$port" \
-		40 --keepalive 2,1,1 >"$BATS_TEST_TMPDIR/ka.out" 2>&1 &
+		$(sized 32 40) --keepalive 2,1,1 >"$BATS_TEST_TMPDIR/ka.out" 2>&1 &
 	ka=$!
 	locals+=("$ka")
 	env $(xsenv noka) python3 "$PY/flow_peer.py" idle "$XS_ADDR_A" "$port" \
-		40 >"$BATS_TEST_TMPDIR/noka.out" 2>&1 &
+		$(sized 32 40) >"$BATS_TEST_TMPDIR/noka.out" 2>&1 &
 	noka=$!
 	locals+=("$noka")
 	retry_for 60 grep -qx idle "$BATS_TEST_TMPDIR/ka.out"
 	retry_for 60 grep -qx idle "$BATS_TEST_TMPDIR/noka.out"
 	sleep 4 # keepalive probes answered meanwhile: no false alarm
-	blackhole 25
+	blackhole $(sized 22 25)
 	status=0
 	wait "$ka" || status=$?
 	cat "$BATS_TEST_TMPDIR/ka.out"
@@ -255,7 +259,7 @@ flow_outcome()
 	server_ready srv1 rdma
 	for c in 1 2; do
 		env $(xsenv "re$c") python3 "$PY/flow_peer.py" reconnect \
-			"$XS_ADDR_A" "$port" 25 >"$BATS_TEST_TMPDIR/re$c.out" 2>&1 &
+			"$XS_ADDR_A" "$port" $(sized 16 25) >"$BATS_TEST_TMPDIR/re$c.out" 2>&1 &
 		pids+=($!)
 		locals+=($!)
 	done
@@ -291,7 +295,7 @@ flow_outcome()
 		"$PY/flow_peer.py" serve "$XS_ADDR_A" "$port"
 	server_ready srv rdma
 	run env $(xsenv cli) XSOCK_POOL_MB=1 python3 "$PY/flow_peer.py" many \
-		"$XS_ADDR_A" "$port" 12 15
+		"$XS_ADDR_A" "$port" 12 $(sized 10 15)
 	echo "$output"
 	((status == 0))
 	# every connection moved: a full pool slows, never stalls
@@ -349,7 +353,7 @@ rdma_cgroup_limit()
 		exec env $(xsenv srv) python3 $PY/flow_peer.py serve $XS_ADDR_A $port"
 	server_ready srv rdma
 	env $(xsenv cli) python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" \
-		2 20 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+		2 $(sized 12 20) >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
 	first=$!
 	locals+=("$first")
 	retry_for 60 grep -qx "connected 2" "$BATS_TEST_TMPDIR/first.out"
@@ -376,7 +380,7 @@ rdma_cgroup_limit()
 		python3 $PY/flow_peer.py serve $XS_ADDR_A $port"
 	server_ready srv rdma
 	env $(xsenv cli) python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" \
-		3 25 >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
+		3 $(sized 15 25) >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
 	first=$!
 	locals+=("$first")
 	retry_for 60 grep -qx "connected 3" "$BATS_TEST_TMPDIR/first.out"
