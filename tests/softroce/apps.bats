@@ -168,7 +168,9 @@ MSET (10 keys)' conns=0
 @test "apps: redis BGSAVE and BGREWRITEAOF fork under an RDMA load; every reply and 30 checked values intact" {
 	command -v redis-benchmark >/dev/null || skip "redis-benchmark not installed"
 	redis_up redisbg
-	local i k v started=0 n=6000
+	local i k v started=0 n
+	# long enough a load for three BGSAVEs 2 s apart and a BGREWRITEAOF
+	n=$(sized 3000 6000)
 	[[ "$XS_TOPOLOGY" != two ]] || n=3000
 	value() { head -c $(($1 * 3000)) /dev/zero | tr '\0' "$(printf "\\$(printf %o $((97 + $1 % 26)))")"; }
 	# 30 checked values of 3,000 to 90,000 bytes (eager and rendezvous)
@@ -203,14 +205,14 @@ MSET (10 keys)' conns=0
 		false
 	fi
 	[[ $(bench_rows "$XS_RUN_DIR/bgbench.out" | awk '{print $1}') == $'SET\nGET' ]]
-	for k in $(seq 60); do
+	for k in $(seq 300); do
 		rcli cli info persistence | grep -q 'rdb_bgsave_in_progress:0' && break
-		sleep 1
+		sleep 0.2
 	done
-	for k in $(seq 60); do
+	for k in $(seq 300); do
 		[[ $(rcli cli info persistence | tr -d '\r' |
 			grep -cx 'aof_rewrite_in_progress:0\|aof_rewrite_scheduled:0') == 2 ]] && break
-		sleep 1
+		sleep 0.2
 	done
 	rcli cli info persistence | tr -d '\r' |
 		grep -E 'rdb_last_bgsave_status|rdb_saves|aof_last_bgrewrite_status|aof_rewrites'
