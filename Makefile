@@ -4,8 +4,8 @@
 #                 xsock-stat, xsock-check) and the test tools
 # make check      install missing packages, build, run every test tier, each
 #                 class of test sized to prove its claim (about 20 minutes)
-# make check-long the same tiers at full size, every Soft-RoCE file in both
-#                 topologies (about 50 minutes)
+# make check-long the same tiers, the Soft-RoCE one at full size and with
+#                 topology one's files in two as well (about 35 minutes)
 # make asan       the same library built with -fsanitize=address,undefined
 # make bench      kernel TCP, xsock, rsocket and raw verbs side by side
 #                 (bench/run: tables, CSV and charts in bench/results/)
@@ -152,9 +152,10 @@ $(B)/obj/tests/unit/%.o: tests/unit/%.c
 # tests/summary counts them and prints the closing "N passed, N failed, N
 # skipped" line with the whole run's time. make check runs each class of
 # test sized to prove its claim (about 20 minutes on 2 cores); make
-# check-long runs the same tiers at full size (XSOCK_TEST_LONG=1: the
-# 10,000-connection storm, the 1 GiB stream) and every Soft-RoCE file in
-# both topologies (tests/softroce/check --long; about 50 minutes).
+# check-long runs the same tiers with the Soft-RoCE one at full size
+# (XSOCK_TEST_LONG=1: the 10,000-connection storm, the 1 GiB stream, the
+# longer outages) and topology one's files in topology two as well
+# (tests/softroce/check --long; about 35 minutes).
 check: check-deps
 	$(Q)$(MAKE) --no-print-directory check-tiers
 

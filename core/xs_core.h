@@ -96,9 +96,12 @@ void xs_assert_fail(const char *expr, const char *file, int line)
  * enclosing block. A scoped guard (the cleanup attribute): every way out
  * of the block - return, goto, break - lowers it again, so an early
  * return can neither leave the depth raised nor skip the decrement, and
- * the leave asserts that the depth is the one this guard set. A goto into
- * its scope does not compile, nor do two guards in one block; a guard
- * nested in a block of a guarded function trips -Wshadow.
+ * the leave asserts that the depth is the one this guard set (and above
+ * zero). Two guards in one block do not compile, and a guard nested in a
+ * block of a guarded function trips -Wshadow. A goto into a guard's scope
+ * skips its enter: clang rejects it, gcc warns only when optimising
+ * (-Wmaybe-uninitialized), and the leave's assertion catches it at run
+ * time.
  *
  * One guard per entry into the RDMA side, placed where core/ hands control
  * to it, with a comment saying why:
@@ -119,11 +122,17 @@ void xs_assert_fail(const char *expr, const char *file, int line)
  * and never raise the depth themselves. tests/unit/test_depth.c pins the
  * guard's behaviour.
  *
- * Never around a kernel wait that core/ makes on the application's behalf
- * (the fallback's connect(2), accept(2), the wait for a connect's outcome)
- * nor around raise(SIGPIPE): a signal handler that runs while the depth is
- * raised is the application's, and every call it made would pass through
- * to the kernel fd, bypassing its xsock sockets.
+ * Never around a kernel wait that core/ makes for a socket still on its
+ * way to kernel TCP (the fallback's connect(2), accept(2), the wait for a
+ * non-blocking connect's outcome) nor around raise(SIGPIPE): a signal
+ * handler that runs while the depth is raised is the application's, and
+ * every call it made would pass through to the kernel fd, bypassing its
+ * xsock sockets. The RDMA side's own waits do run inside a guard: a
+ * blocking send or recv asleep in stream_sleep() (poll(2) on the
+ * completion channel, or the stream's condition variable), the rdma_cm
+ * handshake of a blocking connect, and a close that lingers (SO_LINGER
+ * {1, N}). A signal handler that interrupts one of those sees its xsock
+ * sockets as kernel fds until it returns.
  *
  * Where no guard is needed or none can work:
  *   - callbacks from rdma-core: there are none. rdma-core reaches this
@@ -142,7 +151,7 @@ static inline int xs_depth_enter(void)
 
 static inline void xs_depth_leave(int *entered)
 {
-	XS_ASSERT(xs_tls_depth == *entered);
+	XS_ASSERT(*entered > 0 && xs_tls_depth == *entered);
 	xs_tls_depth--;
 }
 

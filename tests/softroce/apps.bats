@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The main job on real verbs: unmodified redis-server, redis-benchmark,
 # redis-cli, memcached, libmemcached-tools and sockperf under
-# LD_PRELOAD=libxsock.so, server and client on different guests in the
-# `two` topology. Replies are checked, not counted; every test reads
+# LD_PRELOAD=libxsock.so, in topology one (and, with server and client on
+# different guests, in topology two in make check-long). Replies are checked, not counted; every test reads
 # XSOCK_STATS to show the connections were RDMA (a silent fallback fails
 # it), and prints its figures as TAP comments (emulation figures).
 

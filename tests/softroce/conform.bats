@@ -6,8 +6,8 @@
 # socket, against a scripted peer under xsock. Its output is taken once over
 # kernel TCP (XSOCK_MODE=tcp) and once over RDMA: the two must be
 # byte-identical, and key lines are checked literally so that two equally
-# wrong outputs cannot pass. Both topologies; the peer runs through
-# xs-remote.
+# wrong outputs cannot pass. Topology one (and two in make check-long);
+# the peer runs through xs-remote.
 
 load tier
 

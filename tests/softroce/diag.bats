@@ -3,7 +3,8 @@
 # (/dev/shm/xsock-PID) read live by build/bin/xsock-stat against traffic of
 # known size, a forced fallback and its reason, xsock-check over RDMA and
 # against a server without xsock, and both tools on a redis-server under
-# load. Server and client are on different guests in topology `two`.
+# load. Topology one (and two, server and client on different guests, in
+# make check-long).
 
 load tier
 

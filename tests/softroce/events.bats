@@ -2,7 +2,8 @@
 # Readiness over RDMA sockets: epoll, poll and select emulated over a mix of
 # xsock and kernel fds, driven by unmodified programs - Python's selectors
 # and redis (ae on epoll) with redis-benchmark and redis-cli. Counters from
-# XSOCK_STATS show the connections were RDMA. Both topologies.
+# XSOCK_STATS show the connections were RDMA. Topology one (and two in
+# make check-long).
 
 load tier
 

@@ -3,8 +3,9 @@
 # the socket calls' semantics, echo at every size edge, a SHA-256-checked
 # stream, many connections at once, fallback to kernel TCP both ways and
 # rogue peers. Every test reads XSOCK_STATS to show which transport
-# carried the bytes, so a silent fallback fails it. Both topologies; the
-# server runs through xs-remote.
+# carried the bytes, so a silent fallback fails it. Topology one, and the
+# tests tagged `two` in topology two as well (all of them in make
+# check-long); the server runs through xs-remote.
 
 load tier
 
