@@ -160,7 +160,7 @@ check: check-deps
 	$(Q)$(MAKE) --no-print-directory check-tiers
 
 check-long: check-deps
-	$(Q)XSOCK_TEST_LONG=1 $(MAKE) --no-print-directory check-tiers \
+	$(Q)$(MAKE) --no-print-directory check-tiers \
 		SOFTROCE_CHECK="tests/softroce/check --long"
 
 SOFTROCE_CHECK ?= tests/softroce/check

@@ -58,63 +58,21 @@ static void hello_case(void (*mutate)(uint8_t *), size_t len, int rc)
 		XT_ASSERT_EQ(d.credits, 7); /* untouched on failure */
 }
 
-static void m_magic(uint8_t *b)
-{
-	b[0] = 'Y';
-}
-static void m_version(uint8_t *b)
-{
-	b[4] = 2;
-}
-static void m_flags(uint8_t *b)
-{
-	b[5] = 0x80;
-}
-static void m_credits0(uint8_t *b)
-{
-	b[6] = 0;
-	b[7] = 0;
-}
-static void m_credits_big(uint8_t *b)
-{
-	b[6] = 0x10;
-	b[7] = 0x01;
-} /* 4097 */
-static void m_eager_small(uint8_t *b)
-{
-	memset(b + 8, 0, 3);
-	b[11] = 63;
-}
-static void m_eager_big(uint8_t *b)
-{
-	b[8] = 0;
-	b[9] = 0x10;
-	b[10] = 0;
-	b[11] = 1;
-}
-static void m_rndv_big(uint8_t *b)
-{
-	b[12] = 0x40;
-	b[13] = 0;
-	b[14] = 0;
-	b[15] = 1;
-}
-static void m_rndv_zero(uint8_t *b)
-{
-	memset(b + 12, 0, 4);
-}
-static void m_reserved(uint8_t *b)
-{
-	b[19] = 1;
-}
-static void m_reserved2(uint8_t *b)
-{
-	b[31] = 1;
-}
-static void m_tail(uint8_t *b)
-{
-	b[40] = 1;
-}
+/* One mutation of a valid hello each, a table: one line a case. */
+/* clang-format off */
+static void m_magic(uint8_t *b) { b[0] = 'Y'; }
+static void m_version(uint8_t *b) { b[4] = 2; }
+static void m_flags(uint8_t *b) { b[5] = 0x80; }
+static void m_credits0(uint8_t *b) { b[6] = 0; b[7] = 0; }
+static void m_credits_big(uint8_t *b) { b[6] = 0x10; b[7] = 0x01; } /* 4097 */
+static void m_eager_small(uint8_t *b) { memset(b + 8, 0, 3); b[11] = 63; }
+static void m_eager_big(uint8_t *b) { b[8] = 0; b[9] = 0x10; b[10] = 0; b[11] = 1; }
+static void m_rndv_big(uint8_t *b) { b[12] = 0x40; b[13] = 0; b[14] = 0; b[15] = 1; }
+static void m_rndv_zero(uint8_t *b) { memset(b + 12, 0, 4); }
+static void m_reserved(uint8_t *b) { b[19] = 1; }
+static void m_reserved2(uint8_t *b) { b[31] = 1; }
+static void m_tail(uint8_t *b) { b[40] = 1; }
+/* clang-format on */
 
 XT_TEST(hello_rejections)
 {
