@@ -144,7 +144,9 @@ static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 	c->local.credits = p->credits;
 	c->local.eager_size = p->eager_size;
 	c->local.max_rndv = p->max_rndv;
-	c->local.conn_id = (uint64_t)(uintptr_t)c ^ (uint64_t)conn_now_ms();
+	c->local.conn_id = p->token ? p->token
+				    : (uint64_t)(uintptr_t)c ^
+					      (uint64_t)conn_now_ms();
 }
 
 /* CQ, completion channel, QP and the receive ring on c->id. */
@@ -338,6 +340,82 @@ out_destroy:
 	return rc;
 }
 
+int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
+		  int timeout_ms)
+{
+	int64_t deadline = conn_now_ms() + timeout_ms;
+	uint8_t hello[XS_WIRE_HELLO_LEN];
+	struct rdma_conn_param param;
+	struct rdma_cm_event *ev;
+	struct xs_conn *c;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->ch = rdma_create_event_channel();
+	if (!c->ch) {
+		rc = -errno;
+		goto out;
+	}
+	rc = conn_set_nonblock(c->ch->fd);
+	if (rc)
+		goto out;
+	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
+		rc = -errno;
+		goto out;
+	}
+	rc = conn_resolve_addr(c, dst, deadline);
+	if (rc)
+		goto out;
+	if (c->id->verbs &&
+	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+		rc = -EPROTONOSUPPORT; /* see xs_conn_connect() */
+		goto out;
+	}
+	if (rdma_resolve_route(c->id, timeout_ms)) {
+		rc = -errno;
+		goto out;
+	}
+	rc = conn_expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
+	if (rc)
+		goto out;
+	rdma_ack_cm_event(ev);
+	memset(&c->local, 0, sizeof(c->local));
+	c->local.version = XS_WIRE_VERSION;
+	c->local.flags = XS_HELLO_F_PROBE;
+	c->local.tcp_port = tcp_port;
+	c->local.credits = XS_WIRE_MIN_CREDITS;
+	c->local.eager_size = XS_WIRE_MIN_EAGER;
+	xs_wire_hello_encode(&c->local, hello);
+	memset(&param, 0, sizeof(param));
+	param.private_data = hello;
+	param.private_data_len = XS_WIRE_HELLO_LEN;
+	param.qp_num = 1; /* no QP: the request is answered by a reject */
+	param.retry_count = XS_RETRY_COUNT;
+	if (rdma_connect(c->id, &param)) {
+		rc = -errno;
+		goto out;
+	}
+	rc = conn_next_event(c->ch, deadline, &ev);
+	if (rc)
+		goto out;
+	if (ev->event == RDMA_CM_EVENT_REJECTED &&
+	    xs_wire_reject_is_xsock(ev->param.conn.private_data,
+				    ev->param.conn.private_data_len))
+		rc = 0;
+	else if (ev->event == RDMA_CM_EVENT_REJECTED)
+		rc = -ECONNREFUSED;
+	else
+		rc = ev->event == RDMA_CM_EVENT_ESTABLISHED
+			     ? -EPROTO
+			     : conn_event_errno(ev->event);
+	rdma_ack_cm_event(ev);
+out:
+	xs_conn_destroy(c);
+	return rc;
+}
+
 void xs_conn_destroy(struct xs_conn *c)
 {
 	unsigned int i;
@@ -441,6 +519,26 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 			    "hello (%s)",
 			    rc == -ENOPROTOOPT ? "not xsock" : "malformed");
 		rdma_reject(cid, NULL, 0);
+		rdma_destroy_id(cid);
+		return;
+	}
+	/* A probe learns that xsock listens here and nothing more; a
+	 * probe-only listener (a service port: connections themselves go
+	 * to a rendezvous listener, core/neg.c) takes nothing else. */
+	if ((peer.flags & XS_HELLO_F_PROBE) || l->params.probe_only) {
+		uint8_t ack[XS_WIRE_REJECT_LEN];
+
+		if (peer.flags & XS_HELLO_F_PROBE) {
+			l->nr_probes++;
+			xs_handoff_note_probe(rdma_get_peer_addr(cid),
+					      peer.tcp_port,
+					      ntohs(rdma_get_src_port(l->id)));
+			xs_wire_reject_xsock_encode(ack);
+			rdma_reject(cid, ack, sizeof(ack));
+		} else {
+			l->nr_rejected++;
+			rdma_reject(cid, NULL, 0);
+		}
 		rdma_destroy_id(cid);
 		return;
 	}

@@ -67,6 +67,8 @@ struct xs_conn_params {
 	int timeout_ms;	     /* resolution and handshake budget */
 	size_t pool_bytes;   /* pool limit when the device is first opened */
 	int afonly;	     /* listener on an AF_INET6 address: IPV6_V6ONLY */
+	uint64_t token;	     /* client: the hello's conn_id (core/neg.c) */
+	bool probe_only;     /* listener: answer probes, take no connection */
 };
 
 /* One opened device: verbs context, PD and registered pool. */
@@ -108,6 +110,7 @@ struct xs_listener {
 	struct rdma_cm_id *id;
 	struct xs_conn_params params;
 	uint64_t nr_rejected; /* requests whose hello failed validation */
+	uint64_t nr_probes;   /* probes answered "xsock listens here" */
 	struct xs_conn *ready, *ready_tail; /* established, not accepted */
 	unsigned int nr_ready;
 	unsigned int nr_pending; /* accepted requests not yet established */
@@ -125,6 +128,24 @@ struct xs_listener {
  */
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		    const struct xs_conn_params *p);
+
+/**
+ * xs_conn_probe() - ask whether an xsock listener serves @dst's port
+ * @dst:        AF_INET or AF_INET6 address of the TCP service
+ * @tcp_port:   the port of the client's TCP socket (bound already): the
+ *              listener notes it, so that the process accepting the TCP
+ *              connection expects the hello (core/handoff.c)
+ * @timeout_ms: budget for resolution and the answer
+ *
+ * A CM REQ without a QP, carrying a hello with XS_HELLO_F_PROBE; an
+ * xsock listener rejects it with the "xsock" private data and keeps
+ * nothing. Costs one resolution and one REQ/REJ round trip.
+ * Context: blocks (in poll(2) on its own CM channel) up to @timeout_ms.
+ * Return: 0 xsock listens there; -ECONNREFUSED a reject without it (no
+ *         rdma_cm listener, not xsock); or an errno of the list above.
+ */
+int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
+		  int timeout_ms);
 
 /**
  * xs_conn_destroy() - disconnect and release everything of @c

@@ -82,4 +82,103 @@ bool xs_dev_inherited(void);
 void xs_dev_lock(void);
 void xs_dev_unlock(void);
 
+/* core/sock.c for core/neg.c */
+
+/* Connection parameters from the configuration. */
+void xs_sock_conn_params(struct xs_conn_params *p);
+
+/* Make @s an RDMA socket around the established @c (ownership moves),
+ * its names those of kernel socket @fd. Return: 0 or a negative errno. */
+int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd);
+
+/* The fallback reason for an xs_conn_connect() or probe error. */
+int xs_sock_connect_reason(int rc);
+
+/* An IPv4-mapped IPv6 address as AF_INET, in place. */
+void xs_sock_addr_unmap(struct sockaddr_storage *ss);
+
+/* The negotiation of @s ended: RDMA (@reason XS_FB_NONE, attached), or
+ * kernel TCP for @reason. Wakes the waits. */
+void xs_sock_neg_done(struct xs_sock *s, int reason);
+
+/* Incremented in each forked child: a worker of another generation
+ * belongs to an ancestor. */
+extern unsigned int xs_fork_gen;
+
+/* core/handoff.c (see there) */
+
+/* xs_handoff_put() states beside enum xs_neg_role */
+#define XS_HANDOFF_STRIP     3 /* TCP, control messages still to strip */
+#define XS_HANDOFF_ELSEWHERE 4 /* RDMA in another process */
+
+/* Record socket @fd's @state (and @strip mask) for whoever gets it next.
+ * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */
+void xs_handoff_put(int fd, unsigned int state, unsigned int strip);
+
+/* Forget @fd's record (it is claimed here). */
+void xs_handoff_drop(int fd);
+
+/* Take the record of @cookie, if there is one: true with *@state and
+ * *@strip set (either may be NULL). */
+bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
+			    unsigned int *strip);
+
+/* A probe came from @client, whose TCP socket has port @cport, to
+ * listening port @sport (xsock-cm, core/conn.c). */
+void xs_handoff_note_probe(const struct sockaddr *client, uint16_t cport,
+			   uint16_t sport);
+
+/* Whether the client of accepted @fd probed first (record taken). */
+bool xs_handoff_probed(int fd);
+
+/* Map the table now (a listener, before it forks workers that may change
+ * user). */
+void xs_handoff_init(void);
+
+/* Give a socket object made by xs_sock_adopt() its recorded state. */
+void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
+		     unsigned int strip);
+
+/* core/neg.c */
+
+/**
+ * xs_neg_listener_add() - serve probes on @l from xsock-cm
+ * @l: a probe-only listener of a listening port
+ * Return: 0, -ENOBUFS (too many), or the thread's error.
+ */
+int xs_neg_listener_add(struct xs_listener *l);
+
+/* Stop serving @l (before it is destroyed). */
+void xs_neg_listener_remove(struct xs_listener *l);
+
+/**
+ * xs_neg_start() - start the worker that negotiates @s's transport
+ * @s:      socket, kind PENDING and connecting; the worker takes a reference
+ * @fd:     an fd of it (the worker dups it)
+ * @client: which side
+ * Return: 0, or a negative errno (no thread, no fd).
+ */
+int xs_neg_start(struct xs_sock *s, int fd, bool client);
+
+/**
+ * xs_neg_client_run() - the client's negotiation, on the calling thread
+ * @s:  socket
+ * @fd: its kernel fd, connected, XS_TCP_HELLO sent
+ * Context: blocks up to XSOCK_CONNECT_TIMEOUT_MS and the QP's setup.
+ * Return: the fallback reason, XS_FB_NONE when @s is RDMA now.
+ */
+int xs_neg_client_run(struct xs_sock *s, int fd);
+
+/* Send XS_TCP_HELLO on connected @fd. Return: 0 or a negative errno. */
+int xs_neg_send_hello(int fd);
+
+/* Send XS_TCP_FALLBACK on @fd. Return: 0 or a negative errno. */
+int xs_neg_send_fallback(int fd);
+
+/* neg_lock around fork(), after sock_neg_lock; the child's handler
+ * forgets the parent's listeners and negotiations, and unlocks. */
+void xs_neg_lock(void);
+void xs_neg_unlock(void);
+void xs_neg_fork_child(void);
+
 #endif /* XS_CORE_CORE_INT_H */

@@ -132,6 +132,68 @@ bool xs_wire_reject_is_busy(const void *buf, size_t len)
 	       p[4] == XS_WIRE_VERSION && p[5] == 1;
 }
 
+void xs_wire_reject_xsock_encode(void *buf)
+{
+	uint8_t *p = buf;
+
+	xs_wire_reject_busy_encode(p);
+	p[5] = 2;
+}
+
+bool xs_wire_reject_is_xsock(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	return p && len >= XS_WIRE_REJECT_LEN && get32(p) == XS_WIRE_MAGIC &&
+	       p[4] == XS_WIRE_VERSION && p[5] == 2;
+}
+
+size_t xs_wire_tcp_encode(const struct xs_tcp_msg *m, void *buf)
+{
+	uint8_t *p = buf;
+
+	memset(p, 0, XS_TCP_MSG_LEN);
+	put32(p, XS_TCP_MAGIC);
+	p[4] = XS_WIRE_VERSION;
+	p[5] = (uint8_t)m->type;
+	if (m->type == XS_TCP_REPLY && m->rdma) {
+		p[6] = 1;
+		put16(p + 8, m->port);
+		put64(p + 16, m->token);
+	}
+	return XS_TCP_MSG_LEN;
+}
+
+int xs_wire_tcp_decode(const void *buf, size_t len, int type,
+		       struct xs_tcp_msg *m)
+{
+	uint8_t head[6];
+	const uint8_t *p = buf;
+	size_t n = len < sizeof(head) ? len : sizeof(head);
+	struct xs_tcp_msg d = { 0 };
+
+	put32(head, XS_TCP_MAGIC);
+	head[4] = XS_WIRE_VERSION;
+	head[5] = (uint8_t)type;
+	if (n && memcmp(p, head, type ? n : (n < 5 ? n : 5)))
+		return -1;
+	if (n > 5 && !type &&
+	    (p[5] < XS_TCP_HELLO || p[5] > XS_TCP_FALLBACK))
+		return -1;
+	if (len < XS_TCP_MSG_LEN)
+		return 0;
+	d.type = (enum xs_tcp_type)p[5];
+	d.rdma = p[6];
+	d.port = get16(p + 8);
+	d.token = get64(p + 16);
+	if (p[7] || get16(p + 10) || get32(p + 12) || d.rdma > 1 ||
+	    (d.type != XS_TCP_REPLY && d.rdma) ||
+	    (!d.rdma && (d.port || d.token)) || (d.rdma && !d.port))
+		return -1;
+	*m = d;
+	return 1;
+}
+
 size_t xs_wire_msg_encode(const struct xs_msg *m, void *buf)
 {
 	uint8_t *p = buf;

@@ -1,5 +1,5 @@
 /*
- * core/proto.h - the xsock wire format, version 1.
+ * core/proto.h - the xsock wire format, version 2.
  *
  * Two things cross the wire: the handshake, carried in rdma_cm private data
  * (REQ from the client, REP from the server), and messages, each one SEND
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define XS_WIRE_MAGIC	0x58534b31u /* "XSK1" */
-#define XS_WIRE_VERSION 1
+#define XS_WIRE_VERSION 2
 
 /*
  * rdma_cm private data: an IB/RoCE CM REQ carries 92 bytes, of which the
@@ -51,7 +51,8 @@
 
 /* hello flags */
 #define XS_HELLO_F_RNDV	 0x01u /* sender can serve RDMA READ rendezvous */
-#define XS_HELLO_F_KNOWN XS_HELLO_F_RNDV
+#define XS_HELLO_F_PROBE 0x02u /* a probe: "does xsock listen here?" */
+#define XS_HELLO_F_KNOWN (XS_HELLO_F_RNDV | XS_HELLO_F_PROBE)
 
 /* Handshake, decoded. Wire layout (32 bytes, big-endian):
  *   0  u32 magic          XS_WIRE_MAGIC
@@ -62,7 +63,8 @@
  *  12  u32 max_rndv       largest rendezvous region accepted, bytes
  *  16  u16 tcp_port       sender's port, as getsockname() shows it
  *  18  u16 reserved       zero
- *  20  u64 conn_id        sender's connection cookie, for diagnostics
+ *  20  u64 conn_id        client: the token of the server's TCP reply
+ *                         (core/neg.c); server: its own cookie
  *  28  u32 reserved2      zero
  */
 struct xs_hello {
@@ -101,7 +103,7 @@ enum xs_msg_type {
 
 /* Message header, 8 bytes on the wire:
  *   0  u8  type           enum xs_msg_type
- *   1  u8  flags          zero in version 1
+ *   1  u8  flags          zero
  *   2  u16 credits        data receive buffers returned to the peer
  *   4  u32 len            bytes after the header
  * DATA: len = payload bytes, 1..eager_size - 8.
@@ -168,6 +170,69 @@ void xs_wire_reject_busy_encode(void *buf);
  * Return: true for an xsock "busy" reject, false for anything else.
  */
 bool xs_wire_reject_is_busy(const void *buf, size_t len);
+
+/*
+ * Reject private data with which an xsock listener answers a probe
+ * (XS_HELLO_F_PROBE): the same 8 bytes with u8 2 ("xsock listens on this
+ * port") in place of "busy".
+ */
+void xs_wire_reject_xsock_encode(void *buf);
+bool xs_wire_reject_is_xsock(const void *buf, size_t len);
+
+/*
+ * Control messages on a connection's own kernel TCP stream (core/neg.c).
+ * Once both ends know the other runs xsock, each direction of the TCP
+ * stream starts with control messages before any application byte. Fixed
+ * 24 bytes, big-endian:
+ *   0  u32 magic   XS_TCP_MAGIC (first byte 0xf5: no text protocol's)
+ *   4  u8  version XS_WIRE_VERSION
+ *   5  u8  type    XS_TCP_HELLO (client: "I run xsock"), XS_TCP_REPLY
+ *                  (server: rdma 1 and the rendezvous port and token, or
+ *                  rdma 0: stay on TCP), XS_TCP_FALLBACK (client: the
+ *                  RDMA connection did not come about, TCP from here)
+ *   6  u8  rdma    REPLY only: 1 or 0
+ *   7  u8  zero
+ *   8  u16 port    REPLY with rdma 1: the rendezvous listener's port
+ *  10  u16 zero
+ *  12  u32 zero
+ *  16  u64 token   REPLY with rdma 1: what the client's hello must carry
+ */
+#define XS_TCP_MAGIC   0xf558534bu
+#define XS_TCP_MSG_LEN 24
+
+enum xs_tcp_type {
+	XS_TCP_HELLO = 1,
+	XS_TCP_REPLY = 2,
+	XS_TCP_FALLBACK = 3,
+};
+
+struct xs_tcp_msg {
+	enum xs_tcp_type type;
+	uint8_t rdma;
+	uint16_t port;
+	uint64_t token;
+};
+
+/**
+ * xs_wire_tcp_encode() - write @m into @buf
+ * @m:   message
+ * @buf: XS_TCP_MSG_LEN bytes
+ * Return: XS_TCP_MSG_LEN.
+ */
+size_t xs_wire_tcp_encode(const struct xs_tcp_msg *m, void *buf);
+
+/**
+ * xs_wire_tcp_decode() - classify the first bytes of a TCP stream
+ * @buf:  bytes at the head of the stream (may be NULL when @len is 0)
+ * @len:  how many there are
+ * @type: the one type expected here (XS_TCP_HELLO, ...), or 0 for any
+ * @m:    the message, on 1
+ * Return: 1 a valid message of @type is there, @m filled; 0 @buf is a
+ *         strict prefix of one (more bytes needed); -1 it is not one:
+ *         application bytes.
+ */
+int xs_wire_tcp_decode(const void *buf, size_t len, int type,
+		       struct xs_tcp_msg *m);
 
 /**
  * xs_wire_msg_encode() - write a message header (and descriptor) to @buf

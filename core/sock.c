@@ -80,6 +80,7 @@ static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
 
 static const struct xs_config *core_cfg;
 static bool core_forked; /* set in a forked child; see xs_core_fork_child() */
+unsigned int xs_fork_gen;
 static __thread sigset_t core_fork_sigmask; /* mask restored after fork() */
 
 /*
@@ -176,6 +177,7 @@ bool xs_sock_mine(const struct xs_sock *s)
 void xs_core_fork_child(void)
 {
 	core_forked = true;
+	xs_fork_gen++;
 	xs_dev_fork_child();
 }
 
@@ -191,6 +193,7 @@ void xs_core_atfork_prepare(void)
 	 * which the device probe takes to log while it holds dev_lock */
 	pthread_mutex_lock(&sock_pool_lock);
 	pthread_mutex_lock(&sock_neg_lock);
+	xs_neg_lock();
 	pthread_mutex_lock(&sock_linger_lock);
 	xs_dev_lock();
 	xs_log_lock();
@@ -201,6 +204,7 @@ void xs_core_atfork_parent(void)
 	xs_log_unlock();
 	xs_dev_unlock();
 	pthread_mutex_unlock(&sock_linger_lock);
+	xs_neg_unlock();
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
@@ -217,6 +221,7 @@ void xs_core_atfork_child(void)
 	sock_live = NULL;
 	sock_probe_running = false; /* threads do not survive fork() */
 	pthread_mutex_unlock(&sock_linger_lock);
+	xs_neg_fork_child(); /* unlocks neg_lock */
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
 	/* The child counts its own sockets, not its parent's again. */
@@ -268,6 +273,13 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	atomic_store_explicit(&s->connect_unseen, false, memory_order_relaxed);
 	s->connect_evfd = -1;
 	s->connect_err = 0;
+	atomic_store_explicit(&s->neg, XS_NEG_NONE, memory_order_relaxed);
+	atomic_store_explicit(&s->neg_hurry, false, memory_order_relaxed);
+	s->neg_expect = false;
+	atomic_store_explicit(&s->neg_evfd, -1, memory_order_relaxed);
+	atomic_store_explicit(&s->strip, 0, memory_order_relaxed);
+	s->neg_gen = 0;
+	s->listen_retry_us = 0;
 	atomic_store_explicit(&s->nonblock, (type & SOCK_NONBLOCK) != 0,
 			      memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
@@ -572,8 +584,10 @@ static void sock_teardown(struct xs_sock *s)
 		s->stream = NULL;
 	}
 	if (s->listener) {
-		if (mine)
+		if (mine) {
+			xs_neg_listener_remove(s->listener);
 			xs_listener_destroy(s->listener);
+		}
 		else
 			free(s->listener);
 		s->listener = NULL;
@@ -736,8 +750,6 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 	/* no RDMA device serves loopback, to connect to or to listen on */
 	if (sock_is_loopback(addr, len))
 		return XS_FB_LOOPBACK;
-	if (core_forked && xs_dev_inherited())
-		return XS_FB_RESOURCE; /* the parent's verbs state, not ours */
 	if (xs_dev_available() == 0)
 		return XS_FB_NO_DEVICE;
 	return XS_FB_NONE;
@@ -874,7 +886,7 @@ void xs_sock_tcp_connect_failed(struct xs_sock *s, int err)
  * differently: rdma_cm wants AF_INET, the application expects a mapped
  * IPv6 address. These convert in place.
  */
-static void sock_unmap_v4(struct sockaddr_storage *ss)
+void xs_sock_addr_unmap(struct sockaddr_storage *ss)
 {
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -913,7 +925,7 @@ static void sock_addr_as(int domain, const struct sockaddr *sa,
 }
 
 /* What this process offers in its hello, from the configuration. */
-static void sock_conn_params(struct xs_conn_params *p)
+void xs_sock_conn_params(struct xs_conn_params *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->credits = (uint16_t)core_cfg->recv_bufs;
@@ -928,7 +940,7 @@ static void sock_conn_params(struct xs_conn_params *p)
  * Make @s an RDMA socket around the established @c: stream, addresses,
  * kind. Ownership of @c moves here. Return: 0 or -ENOMEM.
  */
-static int sock_attach(struct xs_sock *s, struct xs_conn *c)
+int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 {
 	struct xs_stream *st = malloc(sizeof(*st));
 	int rc;
@@ -942,16 +954,26 @@ static int sock_attach(struct xs_sock *s, struct xs_conn *c)
 		free(st);
 		return rc;
 	}
-	sock_addr_as(s->domain, rdma_get_local_addr(c->id), &s->local,
-		     &s->local_len);
-	sock_addr_as(s->domain, rdma_get_peer_addr(c->id), &s->peer,
-		     &s->peer_len);
+	s->local_len = sizeof(s->local);
+	s->peer_len = sizeof(s->peer);
+	if (fd < 0 ||
+	    xs_real.getsockname(fd, (struct sockaddr *)&s->local,
+				&s->local_len) < 0)
+		sock_addr_as(s->domain, rdma_get_local_addr(c->id), &s->local,
+			     &s->local_len);
+	if (fd < 0 ||
+	    xs_real.getpeername(fd, (struct sockaddr *)&s->peer,
+				&s->peer_len) < 0)
+		sock_addr_as(s->domain, rdma_get_peer_addr(c->id), &s->peer,
+			     &s->peer_len);
 	sock_pub_addr(&s->pub->local, (struct sockaddr *)&s->local,
 		      s->local_len);
 	sock_pub_addr(&s->pub->peer, (struct sockaddr *)&s->peer, s->peer_len);
 	snprintf(s->pub->device, sizeof(s->pub->device), "%s",
 		 ibv_get_device_name(c->id->verbs->device));
 	s->pub->qp_num = c->id->qp->qp_num;
+	if (fd >= 0) /* an exec'd program or fd receiver cannot follow */
+		xs_handoff_put(fd, XS_HANDOFF_ELSEWHERE, 0);
 	s->pub->setup_us = c->setup_us;
 	xs_stream_publish(st, s->pub);
 	s->stream = st;
@@ -972,7 +994,7 @@ static int sock_attach(struct xs_sock *s, struct xs_conn *c)
 }
 
 /* The fallback reason for an xs_conn_connect() error. */
-static int sock_connect_reason(int rc)
+int xs_sock_connect_reason(int rc)
 {
 	switch (rc) {
 	case -ENODEV:
@@ -993,35 +1015,144 @@ static int sock_connect_reason(int rc)
 	}
 }
 
+static uint16_t sock_addr_port(const struct sockaddr *sa);
+
 /*
- * The RDMA handshake of connect() on @fd, blocking: @s becomes an RDMA
- * socket, or the reason to fall back is returned (and a destination that
- * refused is remembered). Return: XS_FB_NONE on success, else the reason.
+ * The probe of connect() (core/neg.c): whether an xsock listener serves
+ * @dst. A destination that refused is remembered XSOCK_RDMA_RETRY_MS.
+ * Return: XS_FB_NONE when xsock listens there, else the reason for TCP.
  */
-static int sock_rdma_connect(struct xs_sock *s, int fd,
-			     const struct sockaddr *dst,
-			     const struct xs_conn_params *p)
+static int sock_probe(int fd, const struct sockaddr *dst)
 {
 	uint64_t t0 = xs_now_us();
-	struct xs_conn *c;
+	struct sockaddr_storage me;
+	socklen_t len = sizeof(me);
 	int reason, rc;
-	XS_INSIDE(); /* rdma_cm resolves, connects and waits on its channel */
+	XS_INSIDE(); /* rdma_cm resolves, asks and waits on its channel */
 
-	rc = xs_conn_connect(&c, dst, p);
-	if (rc == 0)
-		rc = sock_attach(s, c);
+	/* The port first (connect() would pick it a moment later anyway):
+	 * the probe tells the listener which connection will be ours. */
+	if (xs_real.getsockname(fd, (struct sockaddr *)&me, &len) == 0 &&
+	    sock_addr_port((struct sockaddr *)&me) == 0) {
+		struct sockaddr_storage any = { .ss_family = me.ss_family };
+
+		len = me.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					       : sizeof(struct sockaddr_in);
+		if (xs_real.bind(fd, (struct sockaddr *)&any, len) == 0) {
+			len = sizeof(me);
+			xs_real.getsockname(fd, (struct sockaddr *)&me, &len);
+		}
+	}
+	rc = xs_conn_probe(dst, sock_addr_port((struct sockaddr *)&me),
+			   (int)core_cfg->connect_timeout_ms);
 	if (rc == 0) {
-		xs_stats_inc(rdma_connects);
-		xs_dbg("sock", "fd %d connected over rdma in %llu us", fd,
+		xs_dbg("sock", "fd %d: xsock listens there (%llu us)", fd,
 		       (unsigned long long)(xs_now_us() - t0));
 		return XS_FB_NONE;
 	}
-	reason = sock_connect_reason(rc);
+	reason = xs_sock_connect_reason(rc);
 	if (reason != XS_FB_RESOURCE)
 		sock_neg_add(dst, reason);
-	xs_info("sock", "fd %d: rdma connect failed (%s), tcp", fd,
+	xs_info("sock", "fd %d: no xsock at the destination (%s), tcp", fd,
 		strerror(-rc));
 	return reason;
+}
+
+void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
+		     unsigned int strip)
+{
+	sock_pub_kernel_addrs(s, fd, NULL, 0);
+	if (state == XS_NEG_SERVER || state == XS_NEG_CLIENT) {
+		atomic_store(&s->neg, (int)state);
+		return;
+	}
+	atomic_store(&s->strip,
+		     state == XS_HANDOFF_ELSEWHERE ? XS_STRIP_FOREIGN : strip);
+	pthread_mutex_lock(&s->lock);
+	sock_set_kind(s, XS_KIND_TCP,
+		      state == XS_HANDOFF_ELSEWHERE ? XS_FB_UNSUPPORTED
+						    : XS_FB_PEER_NO_XSOCK);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void xs_sock_neg_done(struct xs_sock *s, int reason)
+{
+	pthread_mutex_lock(&s->lock);
+	atomic_store(&s->neg, XS_NEG_NONE);
+	atomic_store(&s->neg_evfd, -1);
+	if (xs_sock_kind(s) == XS_KIND_PENDING)
+		sock_set_kind(s, XS_KIND_TCP, reason);
+	pthread_mutex_unlock(&s->lock);
+	if (reason == XS_FB_NONE)
+		atomic_store(&s->connect_unseen, false);
+	atomic_store_explicit(&s->connecting, false, memory_order_release);
+	(void)!eventfd_write(s->connect_evfd, 1);
+	xs_stream_news_bump();
+}
+
+bool xs_sock_claim(struct xs_sock *s, int fd)
+{
+	int role = atomic_load_explicit(&s->neg, memory_order_relaxed);
+	int rc;
+
+	if (role == XS_NEG_NONE)
+		return xs_sock_connecting(s);
+	if (xs_sock_kind(s) != XS_KIND_PENDING ||
+	    atomic_exchange(&s->connecting, true))
+		return xs_sock_connecting(s);
+	s->neg_gen = xs_fork_gen;
+	xs_handoff_drop(fd);
+	if (s->connect_evfd < 0)
+		s->connect_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	rc = s->connect_evfd < 0 ? -errno
+				 : xs_neg_start(s, fd, role == XS_NEG_CLIENT);
+	if (rc) {
+		/* no worker: TCP, and what the peer may still send is
+		 * stripped */
+		if (role == XS_NEG_CLIENT) {
+			(void)xs_neg_send_fallback(fd);
+			atomic_store(&s->strip, 1u << XS_TCP_REPLY);
+		} else {
+			atomic_store(&s->strip, (1u << XS_TCP_HELLO) |
+							(1u << XS_TCP_FALLBACK));
+		}
+		xs_sock_neg_done(s, XS_FB_RESOURCE);
+		return false;
+	}
+	xs_dbg("neg", "fd %d claimed (%s side)", fd,
+	       role == XS_NEG_CLIENT ? "client" : "server");
+	return true;
+}
+
+void xs_sock_hurry(struct xs_sock *s)
+{
+	int evfd;
+
+	if (atomic_exchange(&s->neg_hurry, true))
+		return;
+	evfd = atomic_load(&s->neg_evfd);
+	if (evfd >= 0)
+		(void)!eventfd_write(evfd, 1);
+}
+
+/*
+ * The kernel connect of a socket whose destination runs xsock, done: the
+ * hello goes first on the stream. Return: 0, or the errno the hello's
+ * send met (the connection then goes on as TCP, whose calls report it).
+ */
+static int sock_connected_hello(struct xs_sock *s, int fd)
+{
+	int rc = xs_neg_send_hello(fd);
+
+	pthread_mutex_lock(&s->lock);
+	if (rc)
+		sock_set_kind(s, XS_KIND_TCP, XS_FB_PEER_NO_XSOCK);
+	else
+		atomic_store(&s->neg, XS_NEG_CLIENT);
+	if (!rc)
+		xs_handoff_put(fd, XS_NEG_CLIENT, 0);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 /* A non-blocking connect handed to a worker thread. */
@@ -1035,40 +1166,86 @@ struct sock_connecting {
 };
 
 /*
- * The worker: the RDMA handshake, then the outcome published - kind RDMA,
- * or kind TCP with the kernel's own non-blocking connect started on the
- * same socket (its progress and SO_ERROR are then the kernel's) - and the
- * eventfd written so that emulated waits look again.
+ * Wait for the kernel's non-blocking connect on @fd; its SO_ERROR (read,
+ * so cleared) is kept for the application's. Return: 0 connected, else
+ * the errno it failed with (or ECANCELED: nobody wants the socket).
+ */
+static int sock_connect_finish(struct xs_sock *s, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	while (xs_real.poll(&p, 1, 100) <= 0)
+		if (atomic_load(&s->refcnt) <= 1)
+			return ECANCELED;
+	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	return err;
+}
+
+/*
+ * The worker: the probe, then the kernel's connect - with the hello and
+ * the client's negotiation right after it (this process is the one that
+ * uses the socket: it connected non-blocking) when xsock listens there -
+ * then the outcome published: kind RDMA, or kind TCP (for an undecided
+ * fallback, with the kernel's non-blocking connect started on the same
+ * socket, its progress and SO_ERROR the kernel's), and the eventfd
+ * written so that emulated waits look again.
  */
 static void *sock_connect_main(void *arg)
 {
 	struct sock_connecting *a = arg;
 	struct xs_sock *s = a->s;
-	int reason;
+	int reason, err = 0;
 	XS_INSIDE(); /* a thread of ours: the handshake, maybe the last put */
 
-	reason = sock_rdma_connect(s, a->app_fd,
-				   (struct sockaddr *)&a->rdma_addr, &a->p);
-	if (reason == XS_FB_NONE) {
-		atomic_store(&s->connect_unseen, true);
-	} else {
-		pthread_mutex_lock(&s->lock);
-		/* Unless the application closed every fd of it meanwhile: then
-		 * our reference is the last and nobody wants the connection.
-		 * The kernel's connect goes first, so no wait ever sees the
-		 * unconnected socket's POLLOUT|POLLHUP. */
-		if (atomic_load(&s->refcnt) > 1 &&
-		    xs_real.connect(a->fd, (struct sockaddr *)&a->addr,
-				    a->len) < 0 &&
-		    errno != EINPROGRESS) {
-			s->connect_err = errno;
-			sock_neg_forget((struct sockaddr *)&a->rdma_addr,
-					errno);
+	reason = sock_probe(a->fd, (struct sockaddr *)&a->rdma_addr);
+	pthread_mutex_lock(&s->lock);
+	/* Unless the application closed every fd of it meanwhile: then
+	 * our reference is the last and nobody wants the connection.
+	 * The kernel's connect goes first, so no wait ever sees the
+	 * unconnected socket's POLLOUT|POLLHUP. */
+	if (atomic_load(&s->refcnt) <= 1)
+		err = ECANCELED;
+	else if (xs_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) <
+			 0 &&
+		 errno != EINPROGRESS)
+		err = errno;
+	if (err && err != ECANCELED) {
+		s->connect_err = err;
+		sock_neg_forget((struct sockaddr *)&a->rdma_addr, err);
+	}
+	if (xs_sock_kind(s) == XS_KIND_PENDING &&
+	    (reason != XS_FB_NONE || err)) {
+		sock_set_kind(s, XS_KIND_TCP,
+			      reason != XS_FB_NONE ? reason
+						   : XS_FB_PEER_NO_XSOCK);
+		sock_pub_kernel_addrs(s, a->fd, (struct sockaddr *)&a->addr,
+				      a->len);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (reason == XS_FB_NONE && !err) {
+		err = sock_connect_finish(s, a->fd);
+		if (err && err != ECANCELED) {
+			pthread_mutex_lock(&s->lock);
+			s->connect_err = err;
+			pthread_mutex_unlock(&s->lock);
+			xs_sock_tcp_connect_failed(s, err);
 		}
+		if (!err && sock_connected_hello(s, a->fd) == 0) {
+			atomic_store(&s->neg, XS_NEG_NONE);
+			reason = xs_neg_client_run(s, a->fd);
+			if (reason == XS_FB_NONE)
+				atomic_store(&s->connect_unseen, true);
+		}
+		pthread_mutex_lock(&s->lock);
 		if (xs_sock_kind(s) == XS_KIND_PENDING) {
-			sock_set_kind(s, XS_KIND_TCP, reason);
-			sock_pub_kernel_addrs(
-				s, a->fd, (struct sockaddr *)&a->addr, a->len);
+			sock_set_kind(s, XS_KIND_TCP,
+				      reason != XS_FB_NONE
+					      ? reason
+					      : XS_FB_PEER_NO_XSOCK);
+			sock_pub_kernel_addrs(s, a->fd, NULL, 0);
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -1103,6 +1280,7 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 		free(a);
 		return -EALREADY;
 	}
+	s->neg_gen = xs_fork_gen;
 	a->fd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (s->connect_evfd < 0)
 		s->connect_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1118,7 +1296,7 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	a->len = len;
 	a->app_fd = fd;
 	a->rdma_addr = *rdma_addr;
-	sock_conn_params(&a->p);
+	xs_sock_conn_params(&a->p);
 	a->s = s;
 	xs_sock_get(s);
 	sigfillset(&all);
@@ -1140,7 +1318,10 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 
 bool xs_sock_connecting(struct xs_sock *s)
 {
-	return atomic_load_explicit(&s->connecting, memory_order_acquire);
+	/* a worker of the process this one was forked from runs there, not
+	 * here: the copy never decides, so it is not waited for */
+	return atomic_load_explicit(&s->connecting, memory_order_acquire) &&
+	       s->neg_gen == xs_fork_gen;
 }
 
 int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
@@ -1175,7 +1356,6 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 		    socklen_t len)
 {
 	struct sockaddr_storage copy;
-	struct xs_conn_params p;
 	int reason, rc;
 
 	if (xs_sock_connecting(s))
@@ -1183,13 +1363,15 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 	if (xs_sock_kind(s) == XS_KIND_RDMA)
 		return atomic_exchange(&s->connect_unseen, false) ? 0
 								  : -EISCONN;
+	if (xs_sock_negotiable(s) || atomic_load(&s->strip))
+		return xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
 	if (xs_sock_kind(s) == XS_KIND_PENDING &&
 	    len <= sizeof(copy) && /* longer: the kernel's EINVAL */
 	    sock_copy_addr(addr, len, &copy) &&
 	    sock_is_inet((struct sockaddr *)&copy, len)) {
 		reason = sock_choose(XS_ROLE_CLIENT, (struct sockaddr *)&copy,
 				     len);
-		sock_unmap_v4(&copy);
+		xs_sock_addr_unmap(&copy);
 		if (reason == XS_FB_NONE)
 			reason = sock_neg_lookup((struct sockaddr *)&copy);
 		if (reason == XS_FB_NONE &&
@@ -1200,12 +1382,22 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 			if (rc == -EALREADY)
 				return rc; /* another thread's connect */
 		}
+		if (reason == XS_FB_NONE)
+			reason = sock_probe(fd, (struct sockaddr *)&copy);
 		if (reason == XS_FB_NONE) {
-			sock_conn_params(&p);
-			reason = sock_rdma_connect(
-				s, fd, (struct sockaddr *)&copy, &p);
-			if (reason == XS_FB_NONE)
+			rc = xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
+			sock_pub_kernel_addrs(s, fd, NULL, 0);
+			if (rc == 0) {
+				(void)sock_connected_hello(s, fd);
 				return 0;
+			}
+			/* an interrupted blocking connect goes on in the
+			 * kernel: it is TCP now */
+			pthread_mutex_lock(&s->lock);
+			sock_set_kind(s, XS_KIND_TCP, XS_FB_PEER_NO_XSOCK);
+			pthread_mutex_unlock(&s->lock);
+			xs_sock_tcp_connect_failed(s, -rc);
+			return rc;
 		}
 		pthread_mutex_lock(&s->lock);
 		if (xs_sock_kind(s) == XS_KIND_PENDING)
@@ -1243,6 +1435,79 @@ static uint16_t sock_addr_port(const struct sockaddr *sa)
 	return 0;
 }
 
+/*
+ * A probe-only rdma_cm listener on @local, served by xsock-cm: clients
+ * learn from it that xsock listens on the port (core/neg.c); connections
+ * themselves come over the kernel listener. Return: 0, or a negative
+ * errno (-EADDRINUSE: another process's listener has the port).
+ */
+static int sock_probe_listener(struct xs_listener **l,
+			       const struct sockaddr *local,
+			       struct xs_conn_params *p)
+{
+	int rc;
+
+	p->probe_only = true;
+	xs_handoff_init(); /* shared with workers, whatever user they become */
+	rc = xs_listener_create(l, local, 64, p);
+	if (rc) {
+		*l = NULL;
+		return rc;
+	}
+	rc = xs_neg_listener_add(*l);
+	if (rc) {
+		xs_listener_destroy(*l);
+		*l = NULL;
+	}
+	return rc;
+}
+
+/*
+ * A listener without a probe listener of its own (inherited across fork,
+ * or a second SO_REUSEPORT one) tries to make one, once a second at
+ * most: when the process that had it is gone (a daemon's parent), this
+ * one takes over.
+ */
+static void sock_listen_retry(struct xs_sock *s, int fd)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	struct xs_listener *l = NULL;
+	struct xs_conn_params p;
+	uint64_t now = xs_now_us();
+	XS_INSIDE(); /* rdma_cm */
+
+	if (s->listener && xs_sock_mine(s))
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (now < s->listen_retry_us) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->listen_retry_us = now + 1000000u;
+	pthread_mutex_unlock(&s->lock);
+	if (xs_real.getsockname(fd, (struct sockaddr *)&local, &len) < 0)
+		return;
+	xs_sock_conn_params(&p);
+	p.afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
+	xs_sock_addr_unmap(&local);
+	if (sock_probe_listener(&l, (struct sockaddr *)&local, &p))
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->listener = l; /* an inherited one is the parent's: left alone */
+	s->rdma_pid = getpid();
+	pthread_mutex_unlock(&s->lock);
+	xs_dbg("sock", "fd %d: probe listener taken over", fd);
+}
+
+void xs_sock_listen_poke(struct xs_sock *s, int fd)
+{
+	if (xs_sock_kind(s) == XS_KIND_LISTEN &&
+	    (!s->listener || !xs_sock_mine(s)) &&
+	    xs_sock_reason(s) == XS_FB_NONE)
+		sock_listen_retry(s, fd);
+}
+
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 {
 	struct sockaddr_storage local;
@@ -1276,22 +1541,27 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	}
 	reason = sock_choose(XS_ROLE_SERVER, (struct sockaddr *)&local, len);
 	if (reason == XS_FB_NONE) {
-		sock_conn_params(&p);
+		xs_sock_conn_params(&p);
 		p.afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
-		sock_unmap_v4(&local);
-		rc = xs_listener_create(&l, (struct sockaddr *)&local, backlog,
-					&p);
-		if (rc) {
+		xs_sock_addr_unmap(&local);
+		rc = sock_probe_listener(&l, (struct sockaddr *)&local, &p);
+		if (rc == -EADDRINUSE) {
+			/* a listener of ours elsewhere (SO_REUSEPORT, or the
+			 * process this one was forked from) answers probes;
+			 * this one tries again on accept */
+			xs_info("sock", "fd %d: probes answered elsewhere", fd);
+		} else if (rc) {
 			reason = rc == -ENODEV || rc == -EADDRNOTAVAIL
 					 ? XS_FB_NO_DEVICE
 					 : XS_FB_RESOURCE;
 			xs_info("sock", "fd %d: no rdma listener (%s)", fd,
 				strerror(-rc));
-			l = NULL;
 		}
 	}
 	if (bound && xs_real.listen(fd, backlog) < 0) {
 		rc = -errno;
+		if (l)
+			xs_neg_listener_remove(l);
 		xs_listener_destroy(l);
 		return rc;
 	}
@@ -1309,134 +1579,6 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	return 0;
 }
 
-/* Copy @src/@srclen into the caller's @addr/@len as accept(2) does. */
-static void sock_give_addr(const struct sockaddr_storage *src, socklen_t srclen,
-			   struct sockaddr *addr, socklen_t *len)
-{
-	if (!addr || !len)
-		return;
-	memcpy(addr, src, *len < srclen ? *len : srclen);
-	*len = srclen;
-}
-
-/*
- * An RDMA connection completed on @s's rdma_cm listener, as a new fd:
- * a kernel socket of the same family owned by the library (the fd the
- * application holds is always a real one).
- * Return: the fd, -EAGAIN when none is ready, or a negative errno.
- */
-static int sock_accept_rdma(struct xs_sock *s, struct sockaddr *addr,
-			    socklen_t *len, int flags, struct xs_sock **child)
-{
-	struct xs_conn *conn;
-	struct xs_sock *c;
-	int nfd, rc;
-	XS_INSIDE(); /* rdma_cm events, the new QP's stream, or its teardown */
-
-	pthread_mutex_lock(&s->lock);
-	rc = xs_listener_accept(s->listener, &conn, 0);
-	pthread_mutex_unlock(&s->lock);
-	if (rc)
-		return rc;
-	nfd = xs_real.socket(
-		s->domain,
-		SOCK_STREAM | (flags & (SOCK_NONBLOCK | SOCK_CLOEXEC)), 0);
-	if (nfd < 0) {
-		/* EMFILE, ENFILE, ENOBUFS: the connection stays queued for
-		 * a later accept(), as in the kernel's accept queue */
-		rc = -errno;
-		pthread_mutex_lock(&s->lock);
-		xs_listener_requeue(s->listener, conn);
-		pthread_mutex_unlock(&s->lock);
-		return rc;
-	}
-	c = xs_sock_create(s->domain, SOCK_STREAM | flags, s->protocol);
-	if (!c) {
-		xs_conn_destroy(conn);
-		xs_real.close(nfd);
-		return -ENOMEM;
-	}
-	rc = sock_attach(c, conn);
-	if (rc) {
-		xs_sock_put(c);
-		xs_real.close(nfd);
-		return rc;
-	}
-	xs_stats_inc(rdma_accepts);
-	sock_give_addr(&c->peer, c->peer_len, addr, len);
-	*child = c;
-	return nfd;
-}
-
-/*
- * Wait until @fd's kernel listener or the rdma_cm listener has something,
- * honouring SO_RCVTIMEO. Return: 1 kernel, 0 rdma_cm, or a negative errno
- * (-EAGAIN on timeout, as accept(2)).
- */
-static int sock_accept_wait(struct xs_sock *s, int fd)
-{
-	int timeout = atomic_load(&s->rcvtimeo_ms);
-	struct pollfd pfd[2] = {
-		{ .fd = fd, .events = POLLIN },
-		{ .fd = xs_listener_fd(s->listener), .events = POLLIN },
-	};
-	int n;
-
-	n = xs_real.poll(pfd, 2, timeout ? timeout : -1);
-	if (n < 0)
-		return -errno;
-	if (n == 0)
-		return -EAGAIN;
-	return pfd[0].revents ? 1 : 0;
-}
-
-/*
- * An accepted TCP socket inherits its listener's options (sk_clone_lock):
- * the RDMA child's own kernel fd is a fresh socket, so SO_LINGER is
- * copied to it, for getsockopt, and to the child, for close.
- */
-static void sock_inherit_linger(struct xs_sock *s, int fd, struct xs_sock *c,
-				int nfd)
-{
-	struct linger lg;
-	socklen_t len = sizeof(lg);
-	int err = errno;
-
-	if (atomic_load(&s->linger_ms) == XS_LINGER_OFF)
-		return;
-	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 &&
-	    xs_real.setsockopt(nfd, SOL_SOCKET, SO_LINGER, &lg, len) == 0)
-		atomic_store(&c->linger_ms, atomic_load(&s->linger_ms));
-	errno = err;
-}
-
-/* The same for SO_KEEPALIVE and TCP_KEEPIDLE/KEEPINTVL/KEEPCNT. */
-static void sock_inherit_keepalive(struct xs_sock *s, int fd, int nfd,
-				   struct xs_sock *c)
-{
-	static const int opts[][2] = {
-		{ SOL_SOCKET, SO_KEEPALIVE },
-		{ IPPROTO_TCP, TCP_KEEPIDLE },
-		{ IPPROTO_TCP, TCP_KEEPINTVL },
-		{ IPPROTO_TCP, TCP_KEEPCNT },
-	};
-	int err = errno, val;
-	socklen_t len;
-	size_t i;
-
-	if (!atomic_load(&s->keepidle_s))
-		return;
-	for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		len = sizeof(val);
-		if (xs_real.getsockopt(fd, opts[i][0], opts[i][1], &val,
-				       &len) == 0)
-			xs_real.setsockopt(nfd, opts[i][0], opts[i][1], &val,
-					   len);
-	}
-	atomic_store(&c->keepidle_s, atomic_load(&s->keepidle_s));
-	errno = err;
-}
-
 int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		   socklen_t *len, int flags, bool accept4,
 		   struct xs_sock **child)
@@ -1449,24 +1591,9 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		return -EINVAL;
 	if (!accept4)
 		flags = 0;
-	/* rdma_cm first, then the kernel listener (a peer without xsock) */
-	while (s->listener && xs_sock_kind(s) == XS_KIND_LISTEN &&
-	       xs_sock_mine(s)) {
-		nfd = sock_accept_rdma(s, addr, len, flags, child);
-		if (nfd >= 0) {
-			sock_inherit_linger(s, fd, *child, nfd);
-			sock_inherit_keepalive(s, fd, nfd, *child);
-		}
-		if (nfd != -EAGAIN)
-			return nfd;
-		if (atomic_load(&s->nonblock))
-			break;
-		nfd = sock_accept_wait(s, fd);
-		if (nfd < 0)
-			return nfd;
-		if (nfd == 1)
-			break;
-	}
+	/* every connection comes over the kernel listener: an xsock
+	 * client's then negotiates RDMA over it (core/neg.c) */
+	xs_sock_listen_poke(s, fd);
 	nfd = accept4 ? xs_real.accept4(fd, addr, len, flags)
 		      : xs_real.accept(fd, addr, len);
 	if (nfd < 0)
@@ -1483,14 +1610,22 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 	 * listener, for its own reason. */
 	sock_pub_kernel_addrs(c, nfd, NULL, 0);
 	reason = xs_sock_reason(s);
-	if (reason == XS_FB_NONE)
-		reason = sock_is_loopback((struct sockaddr *)&c->pub->peer,
-					  sizeof(c->pub->peer))
-				 ? XS_FB_LOOPBACK
-				 : XS_FB_PEER_NO_XSOCK;
-	pthread_mutex_lock(&c->lock);
-	sock_set_kind(c, XS_KIND_TCP, reason);
-	pthread_mutex_unlock(&c->lock);
+	if (reason == XS_FB_NONE &&
+	    sock_is_loopback((struct sockaddr *)&c->pub->peer,
+			     sizeof(c->pub->peer)))
+		reason = XS_FB_LOOPBACK;
+	if (reason == XS_FB_NONE) {
+		/* its I/O process negotiates: the client may run xsock */
+		atomic_store(&c->neg, XS_NEG_SERVER);
+		c->neg_expect = xs_handoff_probed(nfd);
+		xs_handoff_put(nfd, XS_NEG_SERVER, 0);
+		atomic_store(&c->linger_ms, atomic_load(&s->linger_ms));
+		atomic_store(&c->keepidle_s, atomic_load(&s->keepidle_s));
+	} else {
+		pthread_mutex_lock(&c->lock);
+		sock_set_kind(c, XS_KIND_TCP, reason);
+		pthread_mutex_unlock(&c->lock);
+	}
 	*child = c;
 	return nfd;
 }

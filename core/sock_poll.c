@@ -1,10 +1,11 @@
 /*
  * core/sock_poll.c - readiness of sockets whose kernel fd cannot tell it.
  *
- * An RDMA socket's kernel fd is never connected, and an rdma_cm listener's
- * connections never reach the kernel listener, so poll/epoll/select ask
- * here: the events as tcp_poll() would compute them, the fds to sleep on
- * (completion and CM channels), and arming before the sleep. The waits
+ * An RDMA socket's kernel fd is connected but idle (its bytes go over the
+ * QP), and a socket negotiating its transport is neither readable nor
+ * writable yet, so poll/epoll/select ask here: the events as tcp_poll()
+ * would compute them, the fds to sleep on (completion and CM channels,
+ * or the eventfd of a negotiation), and arming before the sleep. The waits
  * themselves (preload/poll.c) spin, arm, re-check and sleep in one real
  * poll over these fds and the application's kernel fds.
  * Context: any thread.
@@ -25,21 +26,19 @@ bool xs_sock_polled(struct xs_sock *s)
 		return true;
 	if (kind == XS_KIND_RDMA)
 		return xs_sock_mine(s);
-	return kind == XS_KIND_LISTEN && s->listener && xs_sock_mine(s);
+	return false; /* listeners: every connection comes to the kernel's */
 }
 
 unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 {
 	unsigned int ev, out = 0;
 	bool drain = how & XS_POLL_DRAIN;
-	int ready;
 
-	if (xs_sock_kind(s) == XS_KIND_PENDING ||
-	    xs_sock_kind(s) == XS_KIND_TCP)
+	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* connecting; or decided for TCP: the kernel's */
+	{
+		XS_INSIDE(); /* the stream polls its CQ */
 
-	XS_INSIDE(); /* the stream polls its CQ, the listener its CM channel */
-	if (xs_sock_kind(s) == XS_KIND_RDMA) {
 		ev = xs_stream_events(
 			s->stream,
 			(drain ? XS_STREAM_DRAIN : 0) |
@@ -50,11 +49,6 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		out |= ev & XS_EV_ERR ? POLLERR : 0;
 		out |= ev & XS_EV_HUP ? POLLHUP : 0;
 		out |= ev & XS_EV_RDHUP ? POLLRDHUP : 0;
-	} else {
-		pthread_mutex_lock(&s->lock);
-		ready = xs_listener_poll(s->listener, drain);
-		pthread_mutex_unlock(&s->lock);
-		out = ready ? POLLIN | POLLRDNORM : 0;
 	}
 	return out;
 }
@@ -69,8 +63,7 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 	}
 	if (xs_sock_kind(s) == XS_KIND_RDMA)
 		return xs_stream_wait_fds(s->stream, fds);
-	fds[0] = xs_listener_fd(s->listener);
-	return 1;
+	return 0;
 }
 
 bool xs_sock_poll_arm(struct xs_sock *s)

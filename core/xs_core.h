@@ -196,6 +196,14 @@ enum xs_fallback_reason {
 struct xs_stream;
 struct xs_listener;
 
+/* struct xs_sock.neg: a connected socket whose transport its I/O
+ * process negotiates over the kernel TCP connection (core/neg.c) */
+enum xs_neg_role {
+	XS_NEG_NONE,
+	XS_NEG_SERVER, /* accepted on an xsock listener */
+	XS_NEG_CLIENT, /* connected after a probe, XS_TCP_HELLO sent */
+};
+
 /* struct xs_sock.linger_ms without SO_LINGER (l_onoff = 0) */
 #define XS_LINGER_OFF INT32_MIN
 
@@ -232,6 +240,18 @@ struct xs_sock {
 	int connect_evfd;
 	int connect_err; /* a fallback connect()'s immediate error (errno),
 			  * reported once by SO_ERROR; protected by lock */
+	/* Kind PENDING with neg set: connected over kernel TCP, the
+	 * transport negotiated by the first process that does I/O
+	 * (xs_sock_claim()); connecting while its worker runs. */
+	atomic_int neg;	       /* enum xs_neg_role */
+	atomic_bool neg_hurry; /* the application wants to send now */
+	bool neg_expect;       /* server: the client probed, its hello comes */
+	atomic_int neg_evfd;   /* the worker's wake-up eventfd, or -1 */
+	unsigned int neg_gen;  /* xs_fork_gen of the process running it */
+	/* Kind TCP: 1 << XS_TCP_* of the control messages that may still
+	 * lead the stream; stripped before the application reads. */
+	atomic_uint strip;
+	uint64_t listen_retry_us; /* LISTEN: next try at a probe listener */
 	struct xs_sock *live_next, *live_prev; /* this process's RDMA sockets */
 	/* Counters and what xsock-stat shows: a slot of the published file
 	 * (core/xs_shm.h), or pub_own without one. Set at creation. */
@@ -398,6 +418,19 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog);
 
 /**
+ * xs_sock_listen_poke() - a listener that has no probe listener of its own
+ *                         (inherited across fork, a second SO_REUSEPORT
+ *                         one) tries to make one, once a second at most:
+ *                         once the process that had it is gone (a
+ *                         daemon's parent), clients probe this one
+ * @s:  socket; caller holds a reference
+ * @fd: its fd
+ * Context: accept, poll, select and epoll_ctl call it; no system call
+ *          unless a try is due.
+ */
+void xs_sock_listen_poke(struct xs_sock *s, int fd);
+
+/**
  * xs_sock_accept() - accept a connection on a tracked listener
  * @s:       listener; caller holds a reference
  * @fd:      the listener's fd
@@ -429,6 +462,74 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
  */
 ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		     int flags);
+
+/**
+ * xs_sock_claim() - claim a negotiable socket for this process: its
+ *                   worker starts negotiating the transport
+ * @s:  socket; caller holds a reference
+ * @fd: an fd of it in this process
+ *
+ * Called by every data call, poll, select and epoll_ctl(ADD) before they
+ * look at @s; a no-op unless @s is negotiable and unclaimed. @s reads as
+ * connecting from here until its transport is decided.
+ * Return: true when @s is connecting now (claimed here or before).
+ */
+bool xs_sock_claim(struct xs_sock *s, int fd);
+
+/* struct xs_sock.strip bit: the socket's RDMA connection belongs to
+ * another process (core/handoff.c); every call fails with ECONNRESET */
+#define XS_STRIP_FOREIGN (1u << 31)
+
+/**
+ * xs_sock_adopt() - the socket object of @fd, a socket this process got
+ *                   without its state (inherited across exec, received
+ *                   with SCM_RIGHTS), when core/handoff.c recorded one
+ * @fd: any fd
+ * Return: a new object (refcnt 1) for the fd table, or NULL: a plain fd.
+ */
+struct xs_sock *xs_sock_adopt(int fd);
+
+/**
+ * xs_sock_same() - whether fds @a and @b are one socket (SO_COOKIE)
+ */
+bool xs_sock_same(int a, int b);
+
+/**
+ * xs_handoff_any() - whether this user's processes recorded any socket
+ *                    for adoption (one open(2) at most, then no call)
+ */
+bool xs_handoff_any(void);
+
+/**
+ * xs_sock_negotiable() - whether @s waits to be claimed (no system call)
+ * @s: socket
+ */
+static inline bool xs_sock_negotiable(const struct xs_sock *s)
+{
+	return atomic_load_explicit(&s->neg, memory_order_relaxed) !=
+	       XS_NEG_NONE;
+}
+
+/**
+ * xs_sock_hurry() - the application sends on @s while its server side
+ *                   waits for the client's hello: decide soon
+ * @s: socket
+ */
+void xs_sock_hurry(struct xs_sock *s);
+
+/**
+ * xs_sock_strip() - remove control messages that may still lead the
+ *                   stream of a TCP socket (s->strip) before a read
+ * @s:        socket of kind TCP
+ * @fd:       its fd
+ * @nonblock: the read must not wait
+ *
+ * Context: may block (blocking reads), as recv(2) would, honouring
+ * SO_RCVTIMEO.
+ * Return: 0 (the application's read goes to the kernel), -EAGAIN, -EINTR,
+ *         or -EPROTO (a control message that may not come here).
+ */
+int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock);
 
 /**
  * xs_sock_connecting() - whether a non-blocking connect's RDMA handshake

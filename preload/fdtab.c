@@ -102,7 +102,9 @@ struct xs_sock *xs_fdtab_get(int fd)
 static bool fdtab_served(struct xs_sock *s, bool deciding)
 {
 	return xs_sock_kind(s) == XS_KIND_RDMA ||
-	       (deciding && xs_sock_connecting(s));
+	       (deciding &&
+		(xs_sock_connecting(s) || xs_sock_negotiable(s) ||
+		 atomic_load_explicit(&s->strip, memory_order_relaxed)));
 }
 
 static struct xs_sock *fdtab_get_served(int fd, bool deciding)

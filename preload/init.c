@@ -7,6 +7,7 @@
  * opened lazily by core/. Reached from the constructor and from every
  * wrapper; pthread_once makes concurrent first calls wait for one init.
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,51 @@ static size_t init_table_size(void)
 	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > INIT_MAX_FDS)
 		return INIT_MAX_FDS;
 	return (size_t)rl.rlim_max;
+}
+
+/*
+ * Sockets inherited across exec whose transport state the program before
+ * recorded (core/handoff.c): into the fd table with it. Only when some
+ * socket is recorded at all: one open(2) in every other process.
+ */
+static void init_adopt(void)
+{
+	struct {
+		int fd;
+		struct xs_sock *s;
+	} seen[16];
+	size_t nseen = 0, i;
+	struct dirent *d;
+	DIR *dir;
+	int fd;
+
+	if (!xs_handoff_any() || !(dir = opendir("/proc/self/fd")))
+		return;
+	while ((d = readdir(dir))) {
+		struct xs_sock *s;
+
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		fd = atoi(d->d_name);
+		if (fd == dirfd(dir))
+			continue;
+		s = xs_sock_adopt(fd);
+		/* dup'ed fds of one socket (inetd's 0 and 1) share it: the
+		 * record is taken once */
+		for (i = 0; !s && i < nseen; i++)
+			if (xs_sock_same(seen[i].fd, fd)) {
+				s = seen[i].s;
+				xs_sock_get(s);
+			}
+		if (!s)
+			continue;
+		if (nseen < sizeof(seen) / sizeof(seen[0])) {
+			seen[nseen].fd = fd;
+			seen[nseen++].s = s;
+		}
+		xs_fdtab_insert(fd, s);
+	}
+	closedir(dir);
 }
 
 static void init_run(void)
@@ -68,6 +114,7 @@ static void init_run(void)
 	xs_dbg("init", "mode %s, %zu fd slots",
 	       init_cfg.mode == XS_MODE_TCP ? "tcp" : "auto", xs_fdtab_size());
 	atomic_store(&xs_active, true);
+	init_adopt();
 out:
 	atomic_store_explicit(&xs_init_done, true, memory_order_release);
 	errno = saved;

@@ -10,6 +10,7 @@
  * kernel would make done here first.
  */
 #include <limits.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
@@ -26,37 +27,64 @@ void __chk_fail(void) __attribute__((noreturn));
  * blocking wait a signal interrupted */
 #define IO_AGAIN     ((struct xs_sock *)1)
 #define IO_INTR	     ((struct xs_sock *)2)
-#define IO_FAILED(s) ((s) == IO_AGAIN || (s) == IO_INTR)
+#define IO_RESET     ((struct xs_sock *)3) /* core/handoff.c: foreign */
+#define IO_FAILED(s) ((s) == IO_AGAIN || (s) == IO_INTR || (s) == IO_RESET)
 
 static int io_failed(const struct xs_sock *s)
 {
 	/* as tcp_sendmsg/tcp_recvmsg in SYN_SENT */
-	errno = s == IO_INTR ? EINTR : EAGAIN;
+	errno = s == IO_INTR ? EINTR : s == IO_RESET ? ECONNRESET : EAGAIN;
 	return -1;
 }
 
 /*
  * Look up @fd for the RDMA data path; NULL: pass through to libc. A
- * socket whose non-blocking connect is still deciding is waited for when
+ * negotiable socket is claimed (this process does its I/O, core/neg.c);
+ * a socket whose transport is still deciding is waited for when
  * blocking (then served by whichever transport it got), else IO_AGAIN.
+ * @send: a send, which asks a server still waiting for its client's
+ * hello to decide soon. A read of a TCP socket first strips the control
+ * messages that may still lead its stream.
  */
-static inline struct xs_sock *io_rdma(int fd)
+static inline struct xs_sock *io_rdma_how(int fd, bool send)
 {
 	struct xs_sock *s;
+	bool nb;
+	int rc;
 
 	if (!xs_enter())
 		return NULL;
 	s = xs_fdtab_get_data(fd);
 	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
-		int rc = xs_sock_connect_wait(
-			s, atomic_load(&s->nonblock) ? 0 : -1);
-
+		nb = atomic_load(&s->nonblock);
+		if (xs_sock_claim(s, fd) && send)
+			xs_sock_hurry(s);
+		rc = xs_sock_connect_wait(s, nb ? 0 : -1);
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
 			return s;
+		if (rc == 0 && xs_sock_kind(s) == XS_KIND_TCP &&
+		    (atomic_load(&s->strip) & XS_STRIP_FOREIGN))
+			rc = -ECONNRESET;
+		else if (rc == 0 && !send && xs_sock_kind(s) == XS_KIND_TCP &&
+			 atomic_load(&s->strip))
+			rc = xs_sock_strip(s, fd, nb);
 		xs_sock_put(s);
-		return rc == -EINTR ? IO_INTR : rc ? IO_AGAIN : NULL;
+		return rc == -EINTR	   ? IO_INTR
+		       : rc == -EAGAIN	   ? IO_AGAIN
+		       : rc == -ECONNRESET ? IO_RESET
+					   : NULL;
 	}
 	return s;
+}
+
+static inline struct xs_sock *io_rdma(int fd)
+{
+	return io_rdma_how(fd, false);
+}
+
+static inline struct xs_sock *io_rdma_send(int fd)
+{
+	return io_rdma_how(fd, true);
 }
 
 /* iovec arrays as the kernel's import_iovec() checks them. */
@@ -114,7 +142,7 @@ XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 
 XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	struct iovec v = { (void *)buf, len };
 
 	if (IO_FAILED(s))
@@ -143,7 +171,7 @@ XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	int rc;
 
 	if (IO_FAILED(s))
@@ -196,6 +224,33 @@ XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	return recvfrom_common(fd, buf, len, flags, addr, alen);
 }
 
+/*
+ * Sockets that came with SCM_RIGHTS: one whose transport state another
+ * process recorded (core/handoff.c) joins the fd table with it.
+ */
+static void io_adopt_rights(struct msghdr *msg)
+{
+	struct cmsghdr *c;
+	size_t i, n;
+	int fd;
+
+	if (!xs_handoff_any())
+		return;
+	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			struct xs_sock *s;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			s = xs_sock_adopt(fd);
+			if (s)
+				xs_fdtab_insert(fd, s);
+		}
+	}
+}
+
 /* recvmsg(), and each message of recvmmsg() */
 static ssize_t recvmsg_common(int fd, struct msghdr *msg, int flags)
 {
@@ -204,8 +259,12 @@ static ssize_t recvmsg_common(int fd, struct msghdr *msg, int flags)
 
 	if (IO_FAILED(s))
 		return io_failed(s);
-	if (!s)
-		return XS_CALL(recvmsg, fd, msg, flags);
+	if (!s) {
+		rc = XS_CALL(recvmsg, fd, msg, flags);
+		if (rc >= 0 && msg && msg->msg_controllen)
+			XS_SAVE_ERRNO(io_adopt_rights(msg));
+		return rc;
+	}
 	if (!msg)
 		return io_fail(s, -EFAULT);
 	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
@@ -256,7 +315,7 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	struct iovec v = { (void *)buf, len };
 
 	if (IO_FAILED(s))
@@ -269,7 +328,7 @@ XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 const struct sockaddr *addr, socklen_t alen)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	struct iovec v = { (void *)buf, len };
 
 	if (IO_FAILED(s))
@@ -283,7 +342,7 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 /* sendmsg(), and each message of sendmmsg() */
 static ssize_t sendmsg_common(int fd, const struct msghdr *msg, int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	int rc;
 
 	if (IO_FAILED(s))
@@ -306,7 +365,7 @@ XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_send(fd);
 	unsigned int i;
 	ssize_t rc;
 
@@ -335,7 +394,7 @@ static ssize_t io_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
 
 XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-	struct xs_sock *s = io_rdma(out_fd);
+	struct xs_sock *s = io_rdma_send(out_fd);
 
 	if (IO_FAILED(s))
 		return io_failed(s);
@@ -347,7 +406,7 @@ XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 XS_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 			     size_t count)
 {
-	struct xs_sock *s = io_rdma(out_fd);
+	struct xs_sock *s = io_rdma_send(out_fd);
 
 	if (s)
 		return io_sendfile(s, in_fd, (off_t *)offset, count);

@@ -103,6 +103,10 @@ static struct xs_sock *poll_sock(int fd)
 {
 	struct xs_sock *s = xs_fdtab_get(fd);
 
+	if (s) {
+		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
+		xs_sock_listen_poke(s, fd);
+	}
 	if (s && !xs_sock_polled(s)) {
 		xs_sock_put(s);
 		return NULL;
@@ -924,6 +928,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			ep->cap = cap;
 		}
 		/* connecting first: decided meanwhile, it is read below */
+		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
 		conn = xs_sock_connecting(s);
 		if (!conn && !xs_sock_polled(s)) {
 			err = -EXDEV; /* decided for TCP: the kernel's */

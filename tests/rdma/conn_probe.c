@@ -10,7 +10,10 @@
  *                                     (KIND: none, garbage, version,
  *                                     credits, eager, tail); expect a reject
  *   conn_probe refused ADDR PORT      connect where nothing listens
- *   conn_probe rogue ADDR PORT KIND   a valid hello, then misbehave (KIND:
+ *   conn_probe rogue ADDR PORT KIND   the handshake of an xsock client (TCP
+ *                                     hello, the server's reply, a QP to
+ *                                     its rendezvous port with its token),
+ *                                     then misbehave (KIND:
  *                                     length: a DATA header whose length
  *                                     lies; credits: returns 4000 credits;
  *                                     write/read: RDMA
@@ -22,7 +25,9 @@
  *                                     print how the attempt ended and
  *                                     whether the server dropped the
  *                                     connection
- *   conn_probe rogue-rx ADDR PORT KIND listen, accept one xsock client
+ *   conn_probe rogue-rx ADDR PORT KIND listen as an xsock server does
+ *                                     (probes answered, the TCP hello
+ *                                     replied to), accept one xsock client
  *                                     (xsnet sizes with 65536 or more),
  *                                     wait for its first rendezvous region
  *                                     and abuse it (KIND: in: READ it, as
@@ -36,6 +41,8 @@
  * status 0 when every expectation held.
  */
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -79,6 +86,80 @@ static struct sockaddr_in addr_of(const char *ip, const char *port)
 		die("bad address", EINVAL);
 	sin.sin_port = htons((uint16_t)atoi(port));
 	return sin;
+}
+
+/* Read or write exactly @n bytes of TCP fd @fd. */
+static void tcp_full(int fd, void *buf, size_t n, bool out)
+{
+	size_t off = 0;
+	ssize_t k;
+
+	while (off < n) {
+		k = out ? write(fd, (char *)buf + off, n - off)
+			: read(fd, (char *)buf + off, n - off);
+		if (k <= 0)
+			die(out ? "tcp write" : "tcp read", k ? errno : EPIPE);
+		off += (size_t)k;
+	}
+}
+
+/*
+ * An xsock client's TCP half (core/neg.c): connect to @sin, say hello,
+ * read the server's reply; @sin's port becomes the rendezvous port and
+ * params.token the token. Return: the TCP fd, to keep open.
+ */
+static int tcp_rendezvous(struct sockaddr_in *sin)
+{
+	uint8_t buf[XS_TCP_MSG_LEN];
+	struct xs_tcp_msg m = { .type = XS_TCP_HELLO };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)sin, sizeof(*sin)) < 0)
+		die("tcp connect", errno);
+	xs_wire_tcp_encode(&m, buf);
+	tcp_full(fd, buf, sizeof(buf), true);
+	tcp_full(fd, buf, sizeof(buf), false);
+	if (xs_wire_tcp_decode(buf, sizeof(buf), XS_TCP_REPLY, &m) != 1 ||
+	    !m.rdma)
+		die("the server's reply", EPROTO);
+	sin->sin_port = htons(m.port);
+	params.token = m.token;
+	return fd;
+}
+
+/*
+ * An xsock server's TCP half, for one client: answer probes on @l until
+ * the client connects to @lfd, read its hello, reply with @l's own port.
+ * Return: the TCP fd, to keep open.
+ */
+static int tcp_serve_one(int lfd, struct xs_listener *l, uint16_t port)
+{
+	uint8_t buf[XS_TCP_MSG_LEN];
+	struct xs_tcp_msg m = { .type = XS_TCP_REPLY, .rdma = 1 };
+	struct pollfd p[2] = {
+		{ .fd = lfd, .events = POLLIN },
+		{ .fd = xs_listener_fd(l), .events = POLLIN },
+	};
+	int fd;
+
+	while (!(p[0].revents & POLLIN)) {
+		if (poll(p, 2, 60000) <= 0)
+			die("no client", ETIMEDOUT);
+		if (p[1].revents)
+			xs_listener_poll(l, true);
+	}
+	fd = accept(lfd, NULL, NULL);
+	if (fd < 0)
+		die("tcp accept", errno);
+	tcp_full(fd, buf, sizeof(buf), false);
+	if (xs_wire_tcp_decode(buf, sizeof(buf), XS_TCP_HELLO, &m) != 1)
+		die("the client's hello", EPROTO);
+	m = (struct xs_tcp_msg){
+		.type = XS_TCP_REPLY, .rdma = 1, .port = port, .token = 1
+	};
+	xs_wire_tcp_encode(&m, buf);
+	tcp_full(fd, buf, sizeof(buf), true);
+	return fd;
 }
 
 /* Wait for one completion of @c (sleeping on its completion channel). */
@@ -333,7 +414,7 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 	struct ibv_wc wc;
 	struct xs_msg m;
 	uint32_t i, n = 1, len; /* messages to send, bytes each */
-	int rc;
+	int rc, tcp = tcp_rendezvous(&sin);
 
 	rc = xs_conn_connect(&c, (struct sockaddr *)&sin, &params);
 	if (rc)
@@ -395,6 +476,7 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 	printf("server dropped the connection: %s\n",
 	       dropped_within(c, 10000) ? "yes" : "no");
 	xs_conn_destroy(c);
+	close(tcp);
 	return 0;
 }
 
@@ -441,11 +523,16 @@ static int do_rogue_rx(const char *ip, const char *port, const char *kind)
 	const char *st;
 	uint32_t i, bad = 0;
 	uint8_t done[16];
-	int rc;
+	int rc, one = 1, lfd = socket(AF_INET, SOCK_STREAM, 0);
 
+	if (lfd < 0 ||
+	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 4))
+		die("tcp listen", errno);
 	rc = xs_listener_create(&l, (struct sockaddr *)&sin, 4, &params);
 	if (rc)
 		die("listen", rc);
+	(void)tcp_serve_one(lfd, l, ntohs(sin.sin_port));
 	rc = xs_listener_accept(l, &c, 60000);
 	if (rc)
 		die("accept", rc);

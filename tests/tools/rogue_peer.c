@@ -70,6 +70,7 @@
  * read other bytes; 2 for usage or set-up errors.
  */
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -97,6 +98,7 @@
 #define WR_RDMA	       (1ull << 33)
 
 struct rogue {
+	int tcp; /* the connection's TCP half (core/neg.c), kept open */
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct ibv_pd *pd;
@@ -303,10 +305,56 @@ static void expect_event(struct rogue *r, enum rdma_cm_event_type want,
 		rdma_ack_cm_event(ev);
 }
 
+/* Read or write exactly @n bytes of TCP fd @fd. */
+static void tcp_full(int fd, void *buf, size_t n, bool out)
+{
+	size_t off = 0;
+	ssize_t k;
+
+	while (off < n) {
+		k = out ? write(fd, (char *)buf + off, n - off)
+			: read(fd, (char *)buf + off, n - off);
+		if (k <= 0)
+			die(out ? "tcp write" : "tcp read", k ? errno : EPIPE);
+		off += (size_t)k;
+	}
+}
+
+/*
+ * The TCP half of an xsock client (core/neg.c): connect to @dst, hello,
+ * the server's reply. Return: the TCP fd; @rdv becomes the rendezvous
+ * address, @token what the hello over rdma_cm must carry.
+ */
+static int tcp_rendezvous(const struct sockaddr_in *dst,
+			  struct sockaddr_in *rdv, uint64_t *token)
+{
+	uint8_t buf[XS_TCP_MSG_LEN];
+	struct xs_tcp_msg m = { .type = XS_TCP_HELLO };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || connect(fd, (const struct sockaddr *)dst, sizeof(*dst)))
+		die("tcp connect", errno);
+	xs_wire_tcp_encode(&m, buf);
+	tcp_full(fd, buf, sizeof(buf), true);
+	tcp_full(fd, buf, sizeof(buf), false);
+	if (xs_wire_tcp_decode(buf, sizeof(buf), XS_TCP_REPLY, &m) != 1 ||
+	    !m.rdma)
+		die("the server's reply", EPROTO);
+	*rdv = *dst;
+	rdv->sin_port = htons(m.port);
+	*token = m.token;
+	return fd;
+}
+
 /* Connect to @dst as an xsock client announcing @credits buffers. */
-static void rogue_connect(struct rogue *r, const struct sockaddr_in *dst,
+static void rogue_connect(struct rogue *r, const struct sockaddr_in *tcp_dst,
 			  uint16_t credits)
 {
+	struct sockaddr_in rdv;
+	const struct sockaddr_in *dst = &rdv;
+	uint64_t token;
+	int tcp = tcp_rendezvous(tcp_dst, &rdv, &token);
+
 	struct ibv_qp_init_attr attr = { .qp_type = IBV_QPT_RC };
 	uint8_t hello[XS_WIRE_HELLO_LEN];
 	struct rdma_conn_param param;
@@ -315,6 +363,7 @@ static void rogue_connect(struct rogue *r, const struct sockaddr_in *dst,
 	unsigned int i;
 
 	memset(r, 0, sizeof(*r));
+	r->tcp = tcp;
 	r->ch = rdma_create_event_channel();
 	if (!r->ch)
 		die("rdma_create_event_channel", errno);
@@ -382,7 +431,7 @@ static void rogue_connect(struct rogue *r, const struct sockaddr_in *dst,
 		.credits = credits,
 		.eager_size = ROGUE_EAGER,
 		.max_rndv = ROGUE_MAX_RNDV,
-		.conn_id = (uint64_t)getpid(),
+		.conn_id = token,
 	};
 	xs_wire_hello_encode(&r->local, hello);
 	param = (struct rdma_conn_param){
@@ -406,6 +455,7 @@ static void rogue_connect(struct rogue *r, const struct sockaddr_in *dst,
 
 static void rogue_destroy(struct rogue *r)
 {
+	close(r->tcp);
 	if (!r->ended)
 		rdma_disconnect(r->id);
 	rdma_destroy_qp(r->id);

@@ -1,0 +1,695 @@
+/*
+ * core/neg.c - a connection's RDMA set up over its own kernel TCP
+ *              connection, in whichever process does its I/O.
+ *
+ * Every connection between two xsock ends is a real kernel TCP connection
+ * first (cf. SMC-R, which keeps one under every SMC socket and negotiates
+ * over it). What makes RDMA possible, in order:
+ *   1. connect(): a probe (xs_conn_probe(), a CM REQ the server's listener
+ *      rejects with "xsock here") tells the client that xsock serves the
+ *      port; then the kernel connects, and the client's first bytes on the
+ *      stream are XS_TCP_HELLO. Without the probe's answer the client
+ *      sends nothing of ours: a server without xsock never sees a byte it
+ *      did not expect.
+ *   2. The first process that does I/O on the socket (a data call, poll,
+ *      select, or adding it to an epoll set) claims it: a worker thread of
+ *      that process negotiates while the socket reads as "connecting".
+ *      The server's worker reads XS_TCP_HELLO and answers XS_TCP_REPLY with
+ *      its process's rendezvous listener (port, one-time token); the
+ *      client's worker connects a QP there (token in the hello's conn_id).
+ *      Both sockets become RDMA; the TCP connection stays idle under them.
+ *   3. Whatever goes wrong before a byte moved turns both ends to TCP, in
+ *      agreement: the server answers "rdma 0", or the client sends
+ *      XS_TCP_FALLBACK (its QP did not connect, or no reply came within
+ *      XSOCK_CONNECT_TIMEOUT_MS), or the stream's first bytes are not ours
+ *      (a client without xsock; a server that wrote first). A control
+ *      message that may still arrive after that is stripped on the TCP
+ *      path (s->strip) before the application reads.
+ * So a fork, a fork and exec, an inherited listener, SO_REUSEPORT or a
+ * daemon's double fork all leave the decision to the process that uses
+ * the connection, and QPs live only in the process that made them.
+ *
+ * The probe listener of each listening port and the process's rendezvous
+ * listener are served by one thread, xsock-cm (signals blocked), so that
+ * probes are answered while the application sleeps (nginx's master), and
+ * a connection's QP is made off the application's thread.
+ *
+ * Context: any thread. neg_lock (after sock_neg_lock in the lock order of
+ * core/xs_core.h) protects the tables below; it is held around the
+ * listeners' rdma-core calls (QP setup: dev_lock, pool.lock, log_lock).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "stats.h"
+#include "stream.h"
+
+#define NEG_LISTENERS 64   /* probe listeners (listening ports) */
+#define NEG_WAITS     1024 /* negotiations between reply and QP */
+#define NEG_STEP_MS   100  /* a worker looks at refcnt this often */
+/*
+ * The application writes before the client's hello came: a client with
+ * xsock sent it right after its handshake's last ACK, so it is at most a
+ * moment behind. Waiting this long for it keeps a write-first server
+ * (SMTP, MySQL) on RDMA; a client without xsock costs it once.
+ */
+#define NEG_HURRY_MS 5 /* for a client whose probe this host never saw */
+
+struct neg_wait {
+	uint64_t token;	    /* 0: free */
+	struct xs_conn *conn; /* the QP that came with the token */
+	int evfd;	    /* the worker's: written when conn is set */
+	struct sockaddr_storage peer; /* the TCP peer: only its host may come */
+};
+
+static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct xs_listener *neg_probe[NEG_LISTENERS]; /* neg_lock */
+static struct xs_listener *neg_rdv; /* rendezvous listener; neg_lock */
+static uint16_t neg_rdv_port;	    /* its port; neg_lock */
+static struct neg_wait neg_waits[NEG_WAITS]; /* neg_lock */
+static int neg_wake = -1;		     /* eventfd for xsock-cm */
+static bool neg_running;		     /* xsock-cm is up; neg_lock */
+
+/* ------------------------------------------------------- xsock-cm */
+
+static bool neg_same_host(const struct sockaddr *a,
+			  const struct sockaddr_storage *b)
+{
+	struct sockaddr_storage x, y;
+	socklen_t len = sizeof(x);
+
+	memset(&x, 0, sizeof(x));
+	memcpy(&x, a,
+	       a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					: sizeof(struct sockaddr_in));
+	y = *b;
+	xs_sock_addr_unmap(&x);
+	xs_sock_addr_unmap(&y);
+	(void)len;
+	if (x.ss_family != y.ss_family)
+		return false;
+	if (x.ss_family == AF_INET)
+		return ((struct sockaddr_in *)&x)->sin_addr.s_addr ==
+		       ((struct sockaddr_in *)&y)->sin_addr.s_addr;
+	return memcmp(&((struct sockaddr_in6 *)&x)->sin6_addr,
+		      &((struct sockaddr_in6 *)&y)->sin6_addr,
+		      sizeof(struct in6_addr)) == 0;
+}
+
+/* An established rendezvous QP goes to the negotiation of its token.
+ * Called with neg_lock held. */
+static void neg_route(struct xs_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < NEG_WAITS; i++) {
+		struct neg_wait *w = &neg_waits[i];
+
+		if (!w->token || w->token != c->peer.conn_id || w->conn)
+			continue;
+		if (!neg_same_host(rdma_get_peer_addr(c->id), &w->peer))
+			break; /* a token from another host: not its own */
+		w->conn = c;
+		(void)!eventfd_write(w->evfd, 1);
+		return;
+	}
+	xs_info("neg", "a rendezvous connection with an unknown token");
+	xs_conn_destroy(c);
+}
+
+static void *neg_main(void *arg)
+{
+	struct pollfd pfd[NEG_LISTENERS + 2];
+	struct xs_conn *c;
+	eventfd_t v;
+	nfds_t n;
+	size_t i;
+	XS_INSIDE(); /* a thread of ours: rdma_cm and QP setup throughout */
+
+	(void)arg;
+	for (;;) {
+		n = 0;
+		pthread_mutex_lock(&neg_lock);
+		pfd[n++] = (struct pollfd){ .fd = neg_wake, .events = POLLIN };
+		for (i = 0; i < NEG_LISTENERS; i++)
+			if (neg_probe[i])
+				pfd[n++] = (struct pollfd){
+					.fd = xs_listener_fd(neg_probe[i]),
+					.events = POLLIN
+				};
+		if (neg_rdv)
+			pfd[n++] = (struct pollfd){
+				.fd = xs_listener_fd(neg_rdv), .events = POLLIN
+			};
+		pthread_mutex_unlock(&neg_lock);
+		if (xs_real.poll(pfd, n, 1000) < 0 && errno != EINTR)
+			xs_real.poll(NULL, 0, 10);
+		pthread_mutex_lock(&neg_lock);
+		(void)!eventfd_read(neg_wake, &v);
+		for (i = 0; i < NEG_LISTENERS; i++)
+			if (neg_probe[i])
+				xs_listener_poll(neg_probe[i], true);
+		if (neg_rdv) {
+			xs_listener_poll(neg_rdv, true);
+			while (xs_listener_accept(neg_rdv, &c, 0) == 0)
+				neg_route(c);
+		}
+		pthread_mutex_unlock(&neg_lock);
+	}
+	return NULL;
+}
+
+/* Start xsock-cm once per process. Called with neg_lock held. */
+static int neg_start_locked(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (neg_running)
+		return 0;
+	if (neg_wake < 0)
+		neg_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (neg_wake < 0)
+		return -errno;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&t, &attr, neg_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0) {
+		neg_running = true;
+		pthread_setname_np(t, "xsock-cm");
+	}
+	return rc;
+}
+
+int xs_neg_listener_add(struct xs_listener *l)
+{
+	size_t i;
+	int rc = -ENOBUFS;
+
+	pthread_mutex_lock(&neg_lock);
+	for (i = 0; i < NEG_LISTENERS; i++)
+		if (!neg_probe[i]) {
+			neg_probe[i] = l;
+			rc = 0;
+			break;
+		}
+	if (rc == 0)
+		rc = neg_start_locked();
+	if (rc)
+		for (i = 0; i < NEG_LISTENERS; i++)
+			if (neg_probe[i] == l)
+				neg_probe[i] = NULL;
+	if (rc == 0)
+		(void)!eventfd_write(neg_wake, 1);
+	pthread_mutex_unlock(&neg_lock);
+	return rc;
+}
+
+void xs_neg_listener_remove(struct xs_listener *l)
+{
+	size_t i;
+
+	pthread_mutex_lock(&neg_lock);
+	for (i = 0; i < NEG_LISTENERS; i++)
+		if (neg_probe[i] == l)
+			neg_probe[i] = NULL;
+	if (neg_wake >= 0)
+		(void)!eventfd_write(neg_wake, 1);
+	pthread_mutex_unlock(&neg_lock);
+}
+
+/*
+ * Register a negotiation: a token, the rendezvous port to announce.
+ * Return: the slot index, or a negative errno (-ENOBUFS when full, or
+ * the rendezvous listener's own error).
+ */
+static int neg_wait_add(int evfd, const struct sockaddr_storage *peer,
+			uint16_t *port, uint64_t *token)
+{
+	static const struct sockaddr_in6 any = { .sin6_family = AF_INET6 };
+	struct xs_conn_params p;
+	size_t i;
+	int rc = 0;
+
+	pthread_mutex_lock(&neg_lock);
+	if (!neg_rdv) {
+		xs_sock_conn_params(&p);
+		p.afonly = 0; /* IPv4 peers too */
+		rc = xs_listener_create(&neg_rdv, (const struct sockaddr *)&any,
+					1024, &p);
+		if (rc == 0) {
+			neg_rdv_port = ntohs(rdma_get_src_port(neg_rdv->id));
+			rc = neg_start_locked();
+			if (rc == 0)
+				(void)!eventfd_write(neg_wake, 1);
+		} else {
+			neg_rdv = NULL;
+		}
+	}
+	if (rc)
+		goto out;
+	rc = -ENOBUFS;
+	for (i = 0; i < NEG_WAITS; i++) {
+		struct neg_wait *w = &neg_waits[i];
+
+		if (w->token)
+			continue;
+		do {
+			if (getrandom(&w->token, sizeof(w->token), 0) !=
+			    sizeof(w->token))
+				w->token = xs_now_us() ^ (uintptr_t)w;
+		} while (!w->token);
+		w->conn = NULL;
+		w->evfd = evfd;
+		w->peer = *peer;
+		*port = neg_rdv_port;
+		*token = w->token;
+		rc = (int)i;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&neg_lock);
+	return rc;
+}
+
+/* Free slot @i; the QP that came, if any, is the caller's. */
+static struct xs_conn *neg_wait_take(int i)
+{
+	struct xs_conn *c;
+
+	pthread_mutex_lock(&neg_lock);
+	c = neg_waits[i].conn;
+	memset(&neg_waits[i], 0, sizeof(neg_waits[i]));
+	pthread_mutex_unlock(&neg_lock);
+	return c;
+}
+
+void xs_neg_lock(void)
+{
+	pthread_mutex_lock(&neg_lock);
+}
+
+void xs_neg_unlock(void)
+{
+	pthread_mutex_unlock(&neg_lock);
+}
+
+void xs_neg_fork_child(void)
+{
+	size_t i;
+
+	/* xsock-cm is the parent's; so are its listeners and their CM
+	 * channels: closing our copies of those fds lets the listener go
+	 * once the parent has gone (a daemon's double fork after listen),
+	 * so that the child can make its own. */
+	for (i = 0; i < NEG_LISTENERS; i++) {
+		if (neg_probe[i])
+			xs_real.close(xs_listener_fd(neg_probe[i]));
+		neg_probe[i] = NULL;
+	}
+	if (neg_rdv)
+		xs_real.close(xs_listener_fd(neg_rdv));
+	neg_rdv = NULL;
+	neg_rdv_port = 0;
+	memset(neg_waits, 0, sizeof(neg_waits));
+	neg_running = false;
+	pthread_mutex_unlock(&neg_lock);
+}
+
+/* --------------------------------------------------- the negotiation */
+
+/* One claimed socket's negotiation, on its worker thread. */
+struct neg_job {
+	struct xs_sock *s; /* a reference */
+	int fd;		   /* our dup of the kernel socket */
+	int evfd;	   /* wakes the worker: hurry, or the QP came */
+	bool client;
+	uint64_t deadline_us; /* client: give up waiting for the reply */
+};
+
+static int neg_send_msg(int fd, const struct xs_tcp_msg *m)
+{
+	uint8_t buf[XS_TCP_MSG_LEN];
+	size_t off = 0;
+	ssize_t n;
+
+	xs_wire_tcp_encode(m, buf);
+	while (off < sizeof(buf)) {
+		n = xs_real.send(fd, buf + off, sizeof(buf) - off,
+				 MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			xs_real.poll(&p, 1, NEG_STEP_MS);
+			continue;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+int xs_neg_send_hello(int fd)
+{
+	struct xs_tcp_msg m = { .type = XS_TCP_HELLO };
+
+	return neg_send_msg(fd, &m);
+}
+
+/*
+ * Look at the head of @fd's stream for a control message of @type (0:
+ * any). Return: 1 with @m (and the bytes consumed), 0 nothing decisive
+ * yet (no bytes, or a prefix), -1 application bytes, -2 end of stream or
+ * an error (left for the application to read).
+ */
+static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
+{
+	uint8_t buf[XS_TCP_MSG_LEN];
+	ssize_t n;
+	int r;
+
+	n = xs_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ||
+				       errno == EINTR
+			       ? 0
+			       : -2;
+	if (n == 0)
+		return -2;
+	r = xs_wire_tcp_decode(buf, (size_t)n, type, m);
+	if (r == 1)
+		(void)!xs_real.recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	return r;
+}
+
+/* Wait for bytes on @fd or news on @evfd for at most @ms. Return: the
+ * revents of @evfd (nonzero: news). */
+static short neg_wait_io(int fd, int evfd, int ms)
+{
+	struct pollfd p[2] = {
+		{ .fd = fd, .events = POLLIN },
+		{ .fd = evfd, .events = POLLIN },
+	};
+	eventfd_t v;
+
+	if (xs_real.poll(p, 2, ms) > 0 && p[1].revents) {
+		(void)!eventfd_read(evfd, &v);
+		return p[1].revents;
+	}
+	return 0;
+}
+
+/* Whether the application still holds the socket (our reference aside). */
+static bool neg_wanted(struct xs_sock *s)
+{
+	return atomic_load(&s->refcnt) > 1;
+}
+
+/* The client's side: reply, then the QP. Return: the fallback reason,
+ * XS_FB_NONE when the socket is RDMA. */
+static int neg_client(struct neg_job *j)
+{
+	struct xs_sock *s = j->s;
+	struct sockaddr_storage dst;
+	struct xs_conn_params p;
+	struct xs_tcp_msg m, fb = { .type = XS_TCP_FALLBACK };
+	socklen_t len = sizeof(dst);
+	struct xs_conn *c;
+	int r, rc;
+
+	for (;;) {
+		r = neg_peek(j->fd, XS_TCP_REPLY, &m);
+		if (r == 1)
+			break;
+		if (r < 0)
+			return XS_FB_PEER_NO_XSOCK; /* the server wrote first */
+		if (!neg_wanted(s))
+			return XS_FB_TIMEOUT;
+		if (xs_now_us() >= j->deadline_us) {
+			/* the server's side never looked: TCP, and its reply
+			 * may still come (stripped) */
+			atomic_store(&s->strip, 1u << XS_TCP_REPLY);
+			(void)neg_send_msg(j->fd, &fb);
+			return XS_FB_TIMEOUT;
+		}
+		neg_wait_io(j->fd, j->evfd, NEG_STEP_MS);
+	}
+	if (!m.rdma)
+		return XS_FB_RESOURCE; /* the server could not take it */
+	if (xs_real.getpeername(j->fd, (struct sockaddr *)&dst, &len) < 0) {
+		(void)neg_send_msg(j->fd, &fb);
+		return XS_FB_RESOURCE;
+	}
+	xs_sock_addr_unmap(&dst);
+	if (dst.ss_family == AF_INET)
+		((struct sockaddr_in *)&dst)->sin_port = htons(m.port);
+	else
+		((struct sockaddr_in6 *)&dst)->sin6_port = htons(m.port);
+	xs_sock_conn_params(&p);
+	p.token = m.token;
+	rc = xs_conn_connect(&c, (struct sockaddr *)&dst, &p);
+	if (rc == 0)
+		rc = xs_sock_attach(s, c, j->fd);
+	if (rc == 0) {
+		xs_stats_inc(rdma_connects);
+		return XS_FB_NONE;
+	}
+	xs_info("neg", "rendezvous connect failed (%s): tcp", strerror(-rc));
+	(void)neg_send_msg(j->fd, &fb);
+	return xs_sock_connect_reason(rc);
+}
+
+/* The server's side: the hello, the reply, then the QP. */
+static int neg_server(struct neg_job *j)
+{
+	struct xs_sock *s = j->s;
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+	struct xs_tcp_msg m, reply = { .type = XS_TCP_REPLY };
+	uint64_t hurry_until = 0, idle_until;
+	struct xs_conn *c;
+	int r, slot, rc;
+
+	idle_until = xs_now_us() +
+		     (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
+	for (;;) {
+		r = neg_peek(j->fd, XS_TCP_HELLO, &m);
+		if (r == 1)
+			break;
+		if (r < 0)
+			return XS_FB_PEER_NO_XSOCK; /* its bytes, or its EOF */
+		if (!neg_wanted(s))
+			return XS_FB_PEER_NO_XSOCK;
+		/* a client that probed sends its hello: worth the wait */
+		if (atomic_load(&s->neg_hurry) && !s->neg_expect &&
+		    !hurry_until)
+			hurry_until = xs_now_us() + NEG_HURRY_MS * 1000u;
+		if ((hurry_until && xs_now_us() >= hurry_until) ||
+		    xs_now_us() >= idle_until) {
+			/* the application writes first, or the peer says
+			 * nothing: TCP; a hello that comes late is stripped */
+			atomic_store(&s->strip, (1u << XS_TCP_HELLO) |
+							(1u << XS_TCP_FALLBACK));
+			return XS_FB_PEER_NO_XSOCK;
+		}
+		neg_wait_io(j->fd, j->evfd, hurry_until ? 1 : NEG_STEP_MS);
+	}
+	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
+		memset(&peer, 0, sizeof(peer));
+	slot = neg_wait_add(j->evfd, &peer, &reply.port, &reply.token);
+	reply.rdma = slot >= 0;
+	if (neg_send_msg(j->fd, &reply) < 0) {
+		if (slot >= 0)
+			xs_conn_destroy(neg_wait_take(slot));
+		return XS_FB_PEER_NO_XSOCK;
+	}
+	if (slot < 0) {
+		xs_info("neg", "no rendezvous listener (%s): tcp",
+			strerror(-slot));
+		return slot == -ENODEV ? XS_FB_NO_DEVICE : XS_FB_RESOURCE;
+	}
+	/* The client decides from here: its QP comes, or its fallback. */
+	for (;;) {
+		pthread_mutex_lock(&neg_lock);
+		c = neg_waits[slot].conn;
+		pthread_mutex_unlock(&neg_lock);
+		if (c)
+			break;
+		r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
+		if (r != 0 || !neg_wanted(s)) {
+			xs_conn_destroy(neg_wait_take(slot));
+			return r == 1 ? XS_FB_RESOURCE : XS_FB_PEER_NO_XSOCK;
+		}
+		neg_wait_io(j->fd, j->evfd, NEG_STEP_MS);
+	}
+	c = neg_wait_take(slot);
+	rc = xs_sock_attach(s, c, j->fd);
+	if (rc)
+		return XS_FB_RESOURCE;
+	xs_stats_inc(rdma_accepts);
+	return XS_FB_NONE;
+}
+
+static void *neg_worker(void *arg)
+{
+	struct neg_job *j = arg;
+	struct xs_sock *s = j->s;
+	int reason;
+
+	{
+		XS_INSIDE(); /* a thread of ours: rdma_cm, the QP, the stream */
+
+		reason = j->client ? neg_client(j) : neg_server(j);
+	}
+	if (atomic_load(&s->strip)) /* for an exec'd program, fd receiver */
+		xs_handoff_put(j->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
+	xs_sock_neg_done(s, reason);
+	xs_real.close(j->fd);
+	xs_real.close(j->evfd);
+	xs_sock_put(s);
+	free(j);
+	return NULL;
+}
+
+int xs_neg_start(struct xs_sock *s, int fd, bool client)
+{
+	struct neg_job *j = calloc(1, sizeof(*j));
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (!j)
+		return -ENOMEM;
+	j->s = s;
+	j->client = client;
+	j->deadline_us = xs_now_us() +
+			 (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
+	j->fd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	j->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (j->fd < 0 || j->evfd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	atomic_store(&s->neg_evfd, j->evfd);
+	xs_sock_get(s);
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&t, &attr, neg_worker, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		return 0;
+	atomic_store(&s->neg_evfd, -1);
+	xs_sock_put(s);
+out_free:
+	if (j->fd >= 0)
+		xs_real.close(j->fd);
+	if (j->evfd >= 0)
+		xs_real.close(j->evfd);
+	free(j);
+	return rc;
+}
+
+/* ---------------------------------------------------------- strip */
+
+int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
+{
+	struct xs_tcp_msg m;
+	unsigned int mask;
+	int r, timeout = atomic_load(&s->rcvtimeo_ms);
+
+	for (;;) {
+		mask = atomic_load(&s->strip);
+		if (mask & XS_STRIP_FOREIGN)
+			return -ECONNRESET;
+		if (!mask)
+			return 0;
+		r = neg_peek(fd, 0, &m);
+		if (r == 1) {
+			if (!(mask & (1u << m.type))) {
+				atomic_store(&s->strip, 0);
+				return -EPROTO; /* not one that may come */
+			}
+			/* a hello may be followed by a fallback; a fallback
+			 * or a reply is the last word */
+			atomic_store(&s->strip, m.type == XS_TCP_HELLO
+							? mask & ~(1u << XS_TCP_HELLO)
+							: 0);
+			continue;
+		}
+		if (r < 0) { /* application bytes, EOF or an error */
+			atomic_store(&s->strip, 0);
+			return 0;
+		}
+		if (nonblock) {
+			uint8_t b;
+
+			/* nothing at all: the kernel's EAGAIN; a prefix of
+			 * ours: ours, until the rest comes */
+			return xs_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >
+					       0
+				       ? -EAGAIN
+				       : 0;
+		}
+		{
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			int n = xs_real.poll(&p, 1, timeout ? timeout : -1);
+
+			if (n < 0 && errno == EINTR)
+				return -EINTR;
+			if (n == 0)
+				return -EAGAIN; /* SO_RCVTIMEO */
+		}
+	}
+}
+
+int xs_neg_send_fallback(int fd)
+{
+	struct xs_tcp_msg m = { .type = XS_TCP_FALLBACK };
+
+	return neg_send_msg(fd, &m);
+}
+
+int xs_neg_client_run(struct xs_sock *s, int fd)
+{
+	struct neg_job j = {
+		.s = s,
+		.fd = fd,
+		.client = true,
+		.deadline_us = xs_now_us() +
+			       (uint64_t)xs_core_cfg()->connect_timeout_ms *
+				       1000u,
+	};
+	int reason;
+
+	j.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (j.evfd < 0) {
+		(void)xs_neg_send_fallback(fd);
+		return XS_FB_RESOURCE;
+	}
+	reason = neg_client(&j);
+	xs_real.close(j.evfd);
+	return reason;
+}

@@ -1,0 +1,226 @@
+#!/usr/bin/env bats
+# Every way a program hands a connection from process to process, over
+# RDMA when both ends run xsock (core/neg.c: the transport is negotiated
+# over the connection's own kernel TCP connection, by the process that
+# does its I/O). Each test moves SIZE bytes each way, checked by SHA-256
+# at both ends (tests/tools/models.py), and reads the XSOCK_STATS block of
+# the very process that did the I/O, on each side: one RDMA connection,
+# every byte counted on it, nothing on kernel TCP.
+
+load tier
+
+bats_require_minimum_version 1.5.0
+
+MODELS=tests/tools/models.py
+LIB=build/libxsock.so
+SIZE=1048576 # eager and rendezvous both
+
+setup_file()
+{
+	[[ -n "${XS_AGENT:-}" && -n "${XS_REMOTE:-}" ]] ||
+		skip "run under tests/softroce/run (XS_AGENT is not set)"
+	export BATS_TEST_TIMEOUT=300
+}
+
+# srv NAME CMD... - CMD on the server side under xsock, its counters in
+# $XS_RUN_DIR/NAME.stats (one block per process that exits).
+srv()
+{
+	local name=$1
+	shift
+	rm -f "$XS_RUN_DIR/$name.stats"
+	remote_bg "$name" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/$name.stats" \
+		XSOCK_LOG="info:$XS_RUN_DIR/$name.log" "$@"
+}
+
+# exchange CLI [--fork] - one checked exchange from an xsock client;
+# $io_pid is the server process that did the I/O.
+exchange()
+{
+	run --separate-stderr timeout 120 env $(xsenv "$1") python3 "$MODELS" client \
+		"$XS_ADDR_A" "$port" "$SIZE" ${2:-}
+	echo "$output"
+	echo "$stderr"
+	((status == 0))
+	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+	io_pid=$(sed -n 's/^ok pid=\([0-9]*\) .*/\1/p' <<<"$output")
+}
+
+# block FILE PID - that process's counters from an XSOCK_STATS file.
+block() { python3 "$MODELS" stats "$XS_RUN_DIR/$1" | grep "^pid=$2 "; }
+
+# io_over_rdma STATS PID ROLE - process PID carried exactly one
+# connection, over RDMA, with SIZE bytes received (server) or sent
+# (client) on it, and none over kernel TCP.
+io_over_rdma()
+{
+	local b
+	b=$(block "$1" "$2")
+	echo "$b"
+	[[ -n "$b" ]]
+	[[ "$b" == *" rdma=1 tcp=0 "* ]]
+	if [[ $3 == server ]]; then
+		[[ "$b" == *" accepts=1 "* && "$b" == *" received=$SIZE" ]]
+	else
+		[[ "$b" == *" connects=1 "* && "$b" == *" sent=$SIZE "* ]]
+	fi
+}
+
+# client_over_rdma CLI - the client process (the one whose block moved
+# the bytes) carried its connection over RDMA.
+client_over_rdma()
+{
+	local pid
+	cat "$XS_RUN_DIR/$1.stats"
+	pid=$(python3 "$MODELS" stats "$XS_RUN_DIR/$1.stats" | grep " sent=$SIZE " |
+		sed -n 's/^pid=\([0-9]*\) .*/\1/p' | head -1)
+	io_over_rdma "$1.stats" "$pid" client
+}
+
+# wait_server NAME - the server exited by itself; its log on failure.
+wait_server()
+{
+	"$XS_REMOTE" --wait "$1" --timeout 60 || {
+		cat "$XS_RUN_DIR/remote/$1.log" "$XS_RUN_DIR/$1.log"
+		false
+	}
+}
+
+@test "models: fork per connection (ForkingTCPServer): the child's I/O over RDMA" {
+	srv fork python3 "$MODELS" fork "$port" 2 "$SIZE"
+	server_ready fork rdma
+	local pids=()
+	exchange cli1 && pids+=("$io_pid")
+	client_over_rdma cli1
+	exchange cli2 && pids+=("$io_pid")
+	client_over_rdma cli2
+	wait_server fork
+	python3 "$MODELS" stats "$XS_RUN_DIR/fork.stats"
+	io_over_rdma fork.stats "${pids[0]}" server
+	io_over_rdma fork.stats "${pids[1]}" server
+	[[ ${pids[0]} != "${pids[1]}" ]]
+}
+
+@test "models: fork and exec, the socket on fd 0 and 1 (inetd style)" {
+	srv exec python3 "$MODELS" exec "$port" 2 "$SIZE"
+	server_ready exec rdma
+	local pids=()
+	exchange cli1 && pids+=("$io_pid")
+	client_over_rdma cli1
+	exchange cli2 && pids+=("$io_pid")
+	wait_server exec
+	python3 "$MODELS" stats "$XS_RUN_DIR/exec.stats"
+	io_over_rdma exec.stats "${pids[0]}" server
+	io_over_rdma exec.stats "${pids[1]}" server
+	# the exec'd handler is a new program image
+	block exec.stats "${pids[0]}" | grep -q "prog=python3"
+}
+
+@test "models: pre-forked workers accept on an inherited listener" {
+	srv prefork python3 "$MODELS" prefork "$port" 2 "$SIZE"
+	server_ready prefork rdma
+	local i pids=()
+	for i in 1 2 3 4; do
+		exchange "cli$i"
+		pids+=("$io_pid")
+		client_over_rdma "cli$i"
+	done
+	"$XS_REMOTE" --kill prefork --signal TERM
+	wait_server prefork
+	python3 "$MODELS" stats "$XS_RUN_DIR/prefork.stats"
+	# each worker's block sums its connections: all over RDMA
+	local b pid n total=0
+	for pid in $(printf '%s\n' "${pids[@]}" | sort -u); do
+		b=$(block prefork.stats "$pid")
+		echo "$b"
+		n=$(printf '%s\n' "${pids[@]}" | grep -cx "$pid")
+		[[ "$b" == *" rdma=$n tcp=0 "* && "$b" == *" accepts=$n "* ]]
+		[[ "$b" == *" received=$((n * SIZE))" ]]
+		total=$((total + n))
+	done
+	((total == 4))
+}
+
+@test "models: SO_REUSEPORT listeners in several processes" {
+	srv reuse1 python3 "$MODELS" reuseport "$port" "$SIZE"
+	server_ready reuse1 rdma
+	srv reuse2 python3 "$MODELS" reuseport "$port" "$SIZE"
+	"$XS_REMOTE" --timeout 30 bash -c \
+		"until [[ \$(ss -Hltn 'sport = :$port' | grep -c LISTEN) == 2 ]]; do sleep 0.1; done"
+	local i pids=()
+	for i in 1 2 3 4 5 6; do
+		exchange "cli$i"
+		pids+=("$io_pid")
+		client_over_rdma "cli$i"
+	done
+	"$XS_REMOTE" --kill reuse1 --signal TERM
+	"$XS_REMOTE" --kill reuse2 --signal TERM
+	wait_server reuse1
+	wait_server reuse2
+	cat "$XS_RUN_DIR/reuse1.stats" "$XS_RUN_DIR/reuse2.stats" >"$XS_RUN_DIR/reuse.stats"
+	python3 "$MODELS" stats "$XS_RUN_DIR/reuse.stats"
+	local b pid n
+	for pid in $(printf '%s\n' "${pids[@]}" | sort -u); do
+		b=$(block reuse.stats "$pid")
+		n=$(printf '%s\n' "${pids[@]}" | grep -cx "$pid")
+		[[ "$b" == *" rdma=$n tcp=0 "* && "$b" == *" received=$((n * SIZE))" ]]
+	done
+	note "reuseport: connections per process: $(printf '%s\n' "${pids[@]}" | sort | uniq -c | awk '{print $1}' | xargs)"
+}
+
+@test "models: a connected socket passed to another process with SCM_RIGHTS" {
+	srv scm python3 "$MODELS" scm "$port" 2 "$SIZE"
+	server_ready scm rdma
+	local pids=()
+	exchange cli1 && pids+=("$io_pid")
+	client_over_rdma cli1
+	exchange cli2 && pids+=("$io_pid")
+	wait_server scm
+	python3 "$MODELS" stats "$XS_RUN_DIR/scm.stats"
+	[[ ${pids[0]} == "${pids[1]}" ]] # the one worker, not the acceptor
+	b=$(block scm.stats "${pids[0]}")
+	echo "$b"
+	[[ "$b" == *" rdma=2 tcp=0 "* && "$b" == *" received=$((2 * SIZE))" ]]
+}
+
+@test "models: daemons: double fork before listen(), and after it" {
+	local when
+	for when in before after; do
+		port=$((port + 1))
+		srv "d$when" python3 "$MODELS" daemon "$port" 1 "$SIZE" "$when" \
+			"$XS_RUN_DIR/d$when.pid"
+		"$XS_REMOTE" --timeout 30 bash -c "until [[ -s $XS_RUN_DIR/d$when.pid ]]; do sleep 0.1; done"
+		# the daemon (not its parent, gone) answers probes
+		server_ready "d$when" rdma
+		exchange "cli$when"
+		client_over_rdma "cli$when"
+		[[ $io_pid == $(cat "$XS_RUN_DIR/d$when.pid") ]]
+		"$XS_REMOTE" --timeout 30 bash -c "while kill -0 $io_pid 2>/dev/null; do sleep 0.1; done"
+		python3 "$MODELS" stats "$XS_RUN_DIR/d$when.stats"
+		io_over_rdma "d$when.stats" "$io_pid" server
+	done
+}
+
+@test "models: the client forks after connect() and the child does the I/O" {
+	srv fsrv python3 "$MODELS" fork "$port" 1 "$SIZE"
+	server_ready fsrv rdma
+	exchange cfork --fork
+	client_over_rdma cfork
+	wait_server fsrv
+	io_over_rdma fsrv.stats "$io_pid" server
+}
+
+@test "models: exec with a live RDMA connection: both ends see ECONNRESET, no byte lost silently" {
+	srv live python3 "$MODELS" execlive "$port" 65536
+	server_ready live rdma
+	run --separate-stderr timeout 60 env $(xsenv livecli) python3 "$MODELS" execlive-client \
+		"$XS_ADDR_A" "$port" 65536
+	echo "$output"
+	[[ "$output" == *"before exec: sha ok"* ]]
+	# the QP died with the old program image; the new one cannot follow
+	[[ "$output" == *"after exec: Connection reset by peer"* ]]
+	wait_server live
+	cat "$XS_RUN_DIR/remote/live.log"
+	grep -qx "after exec: Connection reset by peer" "$XS_RUN_DIR/remote/live.log"
+	[[ $(stat livecli rdma) == 1 ]]
+}

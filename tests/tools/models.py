@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""tests/tools/models.py - the ways servers and clients hand a connection
+from process to process, for tests/softroce/models.bats.
+
+Every connection carries the same exchange, checked by SHA-256 both ways:
+the client sends SIZE bytes of one pattern and shuts down its side; the
+server reads to EOF, then answers with the SHA-256 of what it read, the
+pid of the process that did the I/O and SIZE bytes of another pattern.
+
+  models.py client HOST PORT SIZE [--fork]   one exchange (--fork: the
+                                             child of a fork after
+                                             connect() does it); prints
+                                             "ok pid=N up=SHA down=SHA"
+  models.py fork PORT N SIZE                 socketserver.ForkingTCPServer
+  models.py exec PORT N SIZE                 accept, fork, exec a handler
+                                             with the socket on fd 0 and 1
+  models.py inetd SIZE                       that handler (fd 0 and 1)
+  models.py stdio SIZE                       the handler over stdin/stdout
+                                             (for socat's EXEC)
+  models.py prefork PORT W SIZE              W workers accept on one
+                                             inherited listener (SIGTERM)
+  models.py reuseport PORT SIZE              one SO_REUSEPORT listener
+                                             (run several; SIGTERM)
+  models.py scm PORT N SIZE                  accept, pass the socket to a
+                                             worker process with SCM_RIGHTS
+  models.py daemon PORT N SIZE before|after PIDFILE
+                                             double fork before or after
+                                             listen(), then serve N
+  models.py execlive PORT SIZE               read SIZE bytes, answer, then
+                                             exec with the connection live
+  models.py execlive-client HOST PORT SIZE   its client
+  models.py stats FILE                       one line per process of an
+                                             XSOCK_STATS file
+Servers serve N connections, then exit with exit(3) (so the library's
+counters are written); those that run until SIGTERM exit the same way.
+"""
+import ctypes
+import hashlib
+import os
+import signal
+import socket
+import socketserver
+import sys
+import time
+
+LIBC = ctypes.CDLL(None)
+
+
+def pattern(seed, size):
+    """SIZE bytes that differ with SEED and with the offset."""
+    out = bytearray()
+    block = 0
+    while len(out) < size:
+        out += hashlib.sha256(b"%s:%d" % (seed, block)).digest()
+        block += 1
+    return bytes(out[:size])
+
+
+def libc_exit(code=0):
+    """exit(3): atexit handlers run (the library writes its counters),
+    unlike os._exit(), which ForkingTCPServer's children call."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    LIBC.exit(code)
+
+
+def serve_stream(read, write, size):
+    """The server's half of the exchange over READ/WRITE callables."""
+    h = hashlib.sha256()
+    got = 0
+    while True:
+        b = read(65536)
+        if not b:
+            break
+        h.update(b)
+        got += len(b)
+    reply = b"%s\n%d\n" % (h.hexdigest().encode(), os.getpid())
+    write(reply + pattern(b"down", size))
+    return got
+
+
+def serve_sock(sock, size):
+    got = serve_stream(sock.recv, sock.sendall, size)
+    sock.close()
+    return got
+
+
+def client(host, port, size, fork=False):
+    s = socket.create_connection((host, port), timeout=120)
+    if fork:
+        pid = os.fork()
+        if pid:
+            s.close()
+            _, st = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(st))
+    up = pattern(b"up", size)
+    s.sendall(up)
+    s.shutdown(socket.SHUT_WR)
+    buf = bytearray()
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        buf += b
+    s.close()
+    sha, pid, down = bytes(buf).split(b"\n", 2)
+    ok = (sha.decode() == hashlib.sha256(up).hexdigest() and
+          hashlib.sha256(down).digest() ==
+          hashlib.sha256(pattern(b"down", size)).digest())
+    print("%s pid=%s up=%s down=%s bytes=%d" %
+          ("ok" if ok else "MISMATCH", pid.decode(), sha.decode()[:16],
+           hashlib.sha256(down).hexdigest()[:16], len(down)))
+    if fork:
+        libc_exit(0 if ok else 1)
+    sys.exit(0 if ok else 1)
+
+
+def listener(port, reuseport=False):
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuseport:
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    ls.bind(("0.0.0.0", port))
+    ls.listen(64)
+    return ls
+
+
+def on_term_exit():
+    signal.signal(signal.SIGTERM, lambda *a: libc_exit(0))
+
+
+def main():
+    cmd = sys.argv[1]
+    a = sys.argv[2:]
+    if cmd == "client":
+        client(a[0], int(a[1]), int(a[2]), "--fork" in a)
+    elif cmd == "fork":
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                serve_sock(self.request, size)
+                libc_exit(0)
+
+        socketserver.ForkingTCPServer.allow_reuse_address = True
+        with socketserver.ForkingTCPServer(("0.0.0.0", port), Handler) as srv:
+            for _ in range(n):
+                srv.handle_request()
+            srv.block_on_close = True
+        libc_exit(0)
+    elif cmd == "exec":
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            if os.fork() == 0:
+                ls.close()
+                os.dup2(c.fileno(), 0)
+                os.dup2(c.fileno(), 1)
+                c.close()
+                os.execv(sys.executable,
+                         [sys.executable, __file__, "inetd", str(size)])
+            c.close()
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                break
+        libc_exit(0)
+    elif cmd == "inetd":
+        s = socket.socket(fileno=0)
+        serve_stream(s.recv, lambda b: write_all(1, b), int(a[0]))
+        s.close()
+        os.close(1)
+        libc_exit(0)
+    elif cmd == "stdio":
+        serve_stream(lambda n: os.read(0, n), lambda b: write_all(1, b),
+                     int(a[0]))
+        libc_exit(0)
+    elif cmd == "prefork":
+        port, w, size = int(a[0]), int(a[1]), int(a[2])
+        ls = listener(port)
+        kids = []
+        for _ in range(w):
+            pid = os.fork()
+            if pid == 0:
+                on_term_exit()
+                while True:
+                    c, _ = ls.accept()
+                    serve_sock(c, size)
+            kids.append(pid)
+        ls.close()
+
+        def stop(*_):
+            for k in kids:
+                os.kill(k, signal.SIGTERM)
+            for k in kids:
+                os.waitpid(k, 0)
+            libc_exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        while True:
+            signal.pause()
+    elif cmd == "reuseport":
+        ls = listener(int(a[0]), reuseport=True)
+        on_term_exit()
+        while True:
+            c, _ = ls.accept()
+            serve_sock(c, int(a[1]))
+    elif cmd == "scm":
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            here.close()
+            for _ in range(n):
+                _, fds, _, _ = socket.recv_fds(there, 16, 1)
+                serve_sock(socket.socket(fileno=fds[0]), size)
+            libc_exit(0)
+        there.close()
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            socket.send_fds(here, [b"x"], [c.fileno()])
+            c.close()
+        os.waitpid(pid, 0)
+        libc_exit(0)
+    elif cmd == "daemon":
+        port, n, size, when, pidfile = (int(a[0]), int(a[1]), int(a[2]),
+                                        a[3], a[4])
+        ls = listener(port) if when == "after" else None
+        if os.fork():
+            os._exit(0)
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        if ls is None:
+            ls = listener(port)
+        with open(pidfile + ".tmp", "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.rename(pidfile + ".tmp", pidfile)
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                serve_sock(self.request, size)
+
+        srv = socketserver.TCPServer(("0.0.0.0", port), Handler,
+                                     bind_and_activate=False)
+        srv.socket.close()
+        srv.socket = ls
+        for _ in range(n):
+            srv.handle_request()
+        libc_exit(0)
+    elif cmd == "execlive":
+        port, size = int(a[0]), int(a[1])
+        ls = listener(port)
+        c, _ = ls.accept()
+        ls.close()
+        got = bytearray()
+        while len(got) < size:
+            b = c.recv(size - len(got))
+            if not b:
+                break
+            got += b
+        c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+        fd = c.detach()
+        os.set_inheritable(fd, True)
+        os.execv(sys.executable, [sys.executable, __file__,
+                                  "execlive-cont", str(fd), str(size)])
+    elif cmd == "execlive-cont":
+        s = socket.socket(fileno=int(a[0]))
+        try:
+            b = s.recv(int(a[1]))
+            print("after exec: recv %d bytes" % len(b))
+            s.sendall(b"after exec\n")
+            print("after exec: send ok")
+        except OSError as e:
+            print("after exec: %s" % (os.strerror(e.errno)))
+        sys.stdout.flush()
+        libc_exit(0)
+    elif cmd == "execlive-client":
+        host, port, size = a[0], int(a[1]), int(a[2])
+        s = socket.create_connection((host, port), timeout=60)
+        first = pattern(b"first", size)
+        s.sendall(first)
+        line = b""
+        while not line.endswith(b"\n"):
+            b = s.recv(1)
+            if not b:
+                break
+            line += b
+        print("before exec: %s" % ("sha ok" if line.strip().decode() ==
+                                    hashlib.sha256(first).hexdigest()
+                                    else "MISMATCH"))
+        try:
+            s.sendall(pattern(b"second", size))
+            b = s.recv(65536)
+            print("after exec: got %r" % b[:40])
+        except OSError as e:
+            print("after exec: %s" % (os.strerror(e.errno)))
+        sys.stdout.flush()
+    elif cmd == "stats":
+        block = None
+        with open(a[0]) as f:
+            for line in f:
+                w = line.split()
+                if line.startswith("xsock stats pid"):
+                    if block:
+                        print_block(block)
+                    block = {"pid": w[3], "prog": w[4].strip("():")}
+                elif block is not None and len(w) == 2 and w[0] in (
+                        "tcp", "rdma", "undecided", "listen"):
+                    block[w[0]] = w[1]
+                elif block is not None and w[:2] == ["rdma", "connects"]:
+                    block["connects"], block["accepts"] = w[2], w[4]
+                    block["sent"], block["received"] = w[7], w[9]
+        if block:
+            print_block(block)
+
+
+def write_all(fd, b):
+    while b:
+        n = os.write(fd, b)
+        b = b[n:]
+
+
+def print_block(b):
+    print(" ".join("%s=%s" % (k, b.get(k, "?")) for k in (
+        "pid", "prog", "rdma", "tcp", "undecided", "connects", "accepts",
+        "sent", "received")))
+
+
+if __name__ == "__main__":
+    main()
