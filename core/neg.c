@@ -455,6 +455,12 @@ static int neg_client(struct neg_job *j)
 	}
 	if (!m.rdma)
 		return XS_FB_RESOURCE; /* the server could not take it */
+	if (xs_dev_inherited()) {
+		/* rdma-core's contexts here are an ancestor's: the kernel
+		 * refuses this process their write() commands (EACCES) */
+		(void)neg_send_msg(j->fd, &fb);
+		return XS_FB_RESOURCE;
+	}
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&dst, &len) < 0) {
 		(void)neg_send_msg(j->fd, &fb);
 		return XS_FB_RESOURCE;
@@ -515,7 +521,10 @@ static int neg_server(struct neg_job *j)
 	}
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
 		memset(&peer, 0, sizeof(peer));
-	slot = neg_wait_add(j->evfd, &peer, &reply.port, &reply.token);
+	/* see neg_client(): an ancestor's rdma-core state cannot serve */
+	slot = xs_dev_inherited() ? -EACCES
+				  : neg_wait_add(j->evfd, &peer, &reply.port,
+						 &reply.token);
 	reply.rdma = slot >= 0;
 	if (neg_send_msg(j->fd, &reply) < 0) {
 		if (slot >= 0)

@@ -1015,9 +1015,13 @@ static void stream_rndv_progress(struct xs_stream *s)
 			return;
 		e->off = 0;
 		e->end = want < e->buf.size ? want : (uint32_t)e->buf.size;
-		if (xs_conn_post_read(c, &e->buf, e->end, e->raddr + e->roff,
-				      e->rkey,
-				      STREAM_WR_SEND | (uint64_t)slot)) {
+		int rc = xs_conn_post_read(c, &e->buf, e->end,
+					   e->raddr + e->roff, e->rkey,
+					   STREAM_WR_SEND | (uint64_t)slot);
+
+		if (rc) {
+			xs_info("stream", "RDMA READ not posted: %s",
+				strerror(-rc));
 			stream_rx_free(s, e);
 			stream_reset(s, "cannot post an RDMA READ");
 			return;
