@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "stream.h"
@@ -273,6 +275,8 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	struct xs_conn *c;
 	int rc;
 
+	xs_dev_note_rdma_cm();
+
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -340,6 +344,15 @@ out_destroy:
 	return rc;
 }
 
+static uint32_t conn_probe_qpn(void)
+{
+	static atomic_uint seq;
+	uint32_t n = (uint32_t)getpid() * 2654435761u + atomic_fetch_add(&seq, 1);
+
+	n &= 0xffffffu;
+	return n ? n : 1;
+}
+
 int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
 		  int timeout_ms)
 {
@@ -349,6 +362,8 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
 	struct rdma_cm_event *ev;
 	struct xs_conn *c;
 	int rc;
+
+	xs_dev_note_rdma_cm();
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -391,7 +406,10 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
 	memset(&param, 0, sizeof(param));
 	param.private_data = hello;
 	param.private_data_len = XS_WIRE_HELLO_LEN;
-	param.qp_num = 1; /* no QP: the request is answered by a reject */
+	/* No QP: the request is answered by a reject. The number must
+	 * differ between probes in flight all the same: the peer's CM
+	 * rejects a second REQ from one (GID, QPN) as a stale connection. */
+	param.qp_num = conn_probe_qpn();
 	param.retry_count = XS_RETRY_COUNT;
 	if (rdma_connect(c->id, &param)) {
 		rc = -errno;
@@ -451,6 +469,8 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 {
 	struct xs_listener *l;
 	int rc;
+
+	xs_dev_note_rdma_cm();
 
 	l = calloc(1, sizeof(*l));
 	if (!l)

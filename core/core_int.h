@@ -67,16 +67,20 @@ struct xs_dev *xs_dev_open(struct ibv_context *verbs, size_t pool_bytes,
 void xs_dev_fork_child(void);
 
 /**
- * xs_dev_inherited() - whether this process image holds an ancestor's
- *                      RDMA state: a process forked after the parent
- *                      probed devices, or forked from such a child
+ * xs_dev_inherited() - whether librdmacm's device contexts in this
+ *                      process image are an ancestor's: opened before a
+ *                      fork (by a connection or listener of its own; the
+ *                      probes run in core/helper.c, which keeps them out)
  *
- * Such a process never uses RDMA: rdma-core's device list, rdma_cm's
- * opened devices and their verbs contexts are the parent's (shared kernel
- * context). A child forked before any probe - a daemon's fork() and
- * setsid() at start, as redis-server --daemonize does - starts afresh.
+ * Such a process cannot use RDMA: the kernel refuses it the inherited
+ * contexts' write() commands (ib_safe_file_access(), EACCES), and
+ * librdmacm hands those contexts to every id. Its connections stay on
+ * kernel TCP, decided before a byte moves (core/neg.c).
  */
 bool xs_dev_inherited(void);
+
+/* librdmacm is about to open contexts in this process (conn.c). */
+void xs_dev_note_rdma_cm(void);
 
 /* dev_lock around fork(): see xs_core_atfork_prepare(). */
 void xs_dev_lock(void);
@@ -138,6 +142,20 @@ void xs_handoff_init(void);
 /* Give a socket object made by xs_sock_adopt() its recorded state. */
 void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 		     unsigned int strip);
+
+/* core/helper.c (see there) */
+
+/* xs_conn_probe() run by the helper. */
+int xs_helper_probe(const struct sockaddr *dst, uint16_t tcp_port,
+		    int timeout_ms);
+
+/* The helper answers probes on @local from now on, while the kernel
+ * listener of inode @ino exists. Return: 0 (also when it did already),
+ * or a negative errno of xs_listener_create(). */
+int xs_helper_listen(const struct sockaddr *local, int afonly, uint64_t ino);
+
+/* ... and no more. */
+void xs_helper_unlisten(const struct sockaddr *local);
 
 /* core/neg.c */
 

@@ -19,7 +19,9 @@
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static int dev_count = -1;	/* protected by dev_lock; -1: not probed yet */
 static struct xs_dev *dev_list; /* protected by dev_lock */
-static bool dev_inherited; /* an ancestor probed: see xs_dev_fork_child() */
+/* librdmacm opened device contexts in this process image (its own, or an
+ * ancestor's, inherited across fork): see xs_dev_fork_child() */
+static bool dev_ctx_opened, dev_ctx_inherited;
 
 int xs_dev_available(void)
 {
@@ -108,7 +110,12 @@ out_unlock:
 
 bool xs_dev_inherited(void)
 {
-	return dev_inherited;
+	return dev_ctx_inherited;
+}
+
+void xs_dev_note_rdma_cm(void)
+{
+	dev_ctx_opened = true;
 }
 
 void xs_dev_lock(void)
@@ -123,10 +130,11 @@ void xs_dev_unlock(void)
 
 void xs_dev_fork_child(void)
 {
-	/* rdma-core's state (device list, rdma_cm's devices, their verbs
-	 * contexts) exists from the first probe on, and is the parent's */
-	if (dev_count >= 0)
-		dev_inherited = true;
+	/* librdmacm's opened contexts are the parent's: the kernel refuses
+	 * their write() commands here (EACCES), and librdmacm keeps using
+	 * them for every id of this process */
+	if (dev_ctx_opened)
+		dev_ctx_inherited = true;
 	dev_count = -1;
 	dev_list = NULL; /* the parent's verbs objects are not ours to use */
 }

@@ -383,10 +383,15 @@ int xs_neg_send_hello(int fd)
  */
 static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
 {
+	struct pollfd p = { .fd = fd, .events = POLLIN };
 	uint8_t buf[XS_TCP_MSG_LEN];
 	ssize_t n;
 	int r;
 
+	/* A pending error (a reset) is the application's to read: a recv
+	 * here would take it (sock_error() clears it). */
+	if (xs_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLNVAL)))
+		return -2;
 	n = xs_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ||

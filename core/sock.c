@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,8 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	atomic_store_explicit(&s->strip, 0, memory_order_relaxed);
 	s->neg_gen = 0;
 	s->listen_retry_us = 0;
+	memset(&s->probe_addr, 0, sizeof(s->probe_addr));
+	s->probe_pid = 0;
 	atomic_store_explicit(&s->nonblock, (type & SOCK_NONBLOCK) != 0,
 			      memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
@@ -568,6 +571,9 @@ static void sock_teardown(struct xs_sock *s)
 		xs_real.close(s->connect_evfd);
 		s->connect_evfd = -1;
 	}
+	/* the probe listener goes with the kernel listener, wherever the
+	 * family holds that last (core/helper.c) */
+	s->probe_addr.ss_family = 0;
 	if (!s->stream && !s->listener)
 		return;
 	mine = xs_sock_mine(s);
@@ -1028,7 +1034,6 @@ static int sock_probe(int fd, const struct sockaddr *dst)
 	struct sockaddr_storage me;
 	socklen_t len = sizeof(me);
 	int reason, rc;
-	XS_INSIDE(); /* rdma_cm resolves, asks and waits on its channel */
 
 	/* The port first (connect() would pick it a moment later anyway):
 	 * the probe tells the listener which connection will be ours. */
@@ -1043,8 +1048,8 @@ static int sock_probe(int fd, const struct sockaddr *dst)
 			xs_real.getsockname(fd, (struct sockaddr *)&me, &len);
 		}
 	}
-	rc = xs_conn_probe(dst, sock_addr_port((struct sockaddr *)&me),
-			   (int)core_cfg->connect_timeout_ms);
+	rc = xs_helper_probe(dst, sock_addr_port((struct sockaddr *)&me),
+			     (int)core_cfg->connect_timeout_ms);
 	if (rc == 0) {
 		xs_dbg("sock", "fd %d: xsock listens there (%llu us)", fd,
 		       (unsigned long long)(xs_now_us() - t0));
@@ -1102,6 +1107,11 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 		return xs_sock_connecting(s);
 	s->neg_gen = xs_fork_gen;
 	xs_handoff_drop(fd);
+	if (s->connect_evfd >= 0) { /* a connect's outcome, seen */
+		eventfd_t v;
+
+		(void)!eventfd_read(s->connect_evfd, &v);
+	}
 	if (s->connect_evfd < 0)
 		s->connect_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = s->connect_evfd < 0 ? -errno
@@ -1233,14 +1243,12 @@ static void *sock_connect_main(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			xs_sock_tcp_connect_failed(s, err);
 		}
-		if (!err && sock_connected_hello(s, a->fd) == 0) {
-			atomic_store(&s->neg, XS_NEG_NONE);
-			reason = xs_neg_client_run(s, a->fd);
-			if (reason == XS_FB_NONE)
-				atomic_store(&s->connect_unseen, true);
-		}
+		/* connected, the hello sent: negotiable, by whichever
+		 * process does its I/O (the next wait or data call) */
+		if (!err && sock_connected_hello(s, a->fd) == 0)
+			reason = XS_FB_NONE;
 		pthread_mutex_lock(&s->lock);
-		if (xs_sock_kind(s) == XS_KIND_PENDING) {
+		if (xs_sock_kind(s) == XS_KIND_PENDING && !xs_sock_negotiable(s)) {
 			sock_set_kind(s, XS_KIND_TCP,
 				      reason != XS_FB_NONE
 					      ? reason
@@ -1436,51 +1444,47 @@ static uint16_t sock_addr_port(const struct sockaddr *sa)
 }
 
 /*
- * A probe-only rdma_cm listener on @local, served by xsock-cm: clients
- * learn from it that xsock listens on the port (core/neg.c); connections
+ * Probes of @local answered by the helper from now on (core/helper.c):
+ * clients learn that xsock listens on the port (core/neg.c); connections
  * themselves come over the kernel listener. Return: 0, or a negative
- * errno (-EADDRINUSE: another process's listener has the port).
+ * errno (-EADDRINUSE or, for a wildcard address, -EADDRNOTAVAIL: a
+ * listener of another process family has the port).
  */
-static int sock_probe_listener(struct xs_listener **l,
-			       const struct sockaddr *local,
-			       struct xs_conn_params *p)
+static int sock_probe_listener(struct xs_sock *s, int fd,
+			       struct sockaddr *local, int afonly)
 {
+	struct stat st;
 	int rc;
 
-	p->probe_only = true;
 	xs_handoff_init(); /* shared with workers, whatever user they become */
-	rc = xs_listener_create(l, local, 64, p);
-	if (rc) {
-		*l = NULL;
-		return rc;
-	}
-	rc = xs_neg_listener_add(*l);
-	if (rc) {
-		xs_listener_destroy(*l);
-		*l = NULL;
+	rc = xs_helper_listen(local, afonly,
+			      fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0);
+	if (rc == 0) {
+		pthread_mutex_lock(&s->lock);
+		memset(&s->probe_addr, 0, sizeof(s->probe_addr));
+		memcpy(&s->probe_addr, local,
+		       local->sa_family == AF_INET6
+			       ? sizeof(struct sockaddr_in6)
+			       : sizeof(struct sockaddr_in));
+		s->probe_pid = getpid();
+		pthread_mutex_unlock(&s->lock);
 	}
 	return rc;
 }
 
 /*
- * A listener without a probe listener of its own (inherited across fork,
- * or a second SO_REUSEPORT one) tries to make one, once a second at
- * most: when the process that had it is gone (a daemon's parent), this
- * one takes over.
+ * A listener whose probes another process family's helper answers (a
+ * second SO_REUSEPORT server) asks its own helper again, once a second
+ * at most: when the other one is gone, ours takes over.
  */
 static void sock_listen_retry(struct xs_sock *s, int fd)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
-	struct xs_listener *l = NULL;
-	struct xs_conn_params p;
 	uint64_t now = xs_now_us();
-	XS_INSIDE(); /* rdma_cm */
 
-	if (s->listener && xs_sock_mine(s))
-		return;
 	pthread_mutex_lock(&s->lock);
-	if (now < s->listen_retry_us) {
+	if (s->probe_addr.ss_family || now < s->listen_retry_us) {
 		pthread_mutex_unlock(&s->lock);
 		return;
 	}
@@ -1488,22 +1492,16 @@ static void sock_listen_retry(struct xs_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 	if (xs_real.getsockname(fd, (struct sockaddr *)&local, &len) < 0)
 		return;
-	xs_sock_conn_params(&p);
-	p.afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
 	xs_sock_addr_unmap(&local);
-	if (sock_probe_listener(&l, (struct sockaddr *)&local, &p))
-		return;
-	pthread_mutex_lock(&s->lock);
-	s->listener = l; /* an inherited one is the parent's: left alone */
-	s->rdma_pid = getpid();
-	pthread_mutex_unlock(&s->lock);
-	xs_dbg("sock", "fd %d: probe listener taken over", fd);
+	if (sock_probe_listener(s, fd, (struct sockaddr *)&local,
+				local.ss_family == AF_INET6 && sock_v6only(fd)) ==
+	    0)
+		xs_dbg("sock", "fd %d: probes answered here now", fd);
 }
 
 void xs_sock_listen_poke(struct xs_sock *s, int fd)
 {
-	if (xs_sock_kind(s) == XS_KIND_LISTEN &&
-	    (!s->listener || !xs_sock_mine(s)) &&
+	if (xs_sock_kind(s) == XS_KIND_LISTEN && !s->probe_addr.ss_family &&
 	    xs_sock_reason(s) == XS_FB_NONE)
 		sock_listen_retry(s, fd);
 }
@@ -1512,11 +1510,8 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 {
 	struct sockaddr_storage local;
 	socklen_t len = sizeof(local);
-	struct xs_listener *l = NULL;
-	struct xs_conn_params p;
-	int reason, rc;
+	int reason, rc, afonly;
 	bool bound;
-	XS_INSIDE(); /* the rdma_cm listener: made, or destroyed on failure */
 
 	if (xs_sock_connecting(s) || xs_sock_kind(s) == XS_KIND_RDMA)
 		return -EINVAL; /* inet_listen() of a connecting or connected
@@ -1541,41 +1536,37 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	}
 	reason = sock_choose(XS_ROLE_SERVER, (struct sockaddr *)&local, len);
 	if (reason == XS_FB_NONE) {
-		xs_sock_conn_params(&p);
-		p.afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
+		afonly = local.ss_family == AF_INET6 && sock_v6only(fd);
 		xs_sock_addr_unmap(&local);
-		rc = sock_probe_listener(&l, (struct sockaddr *)&local, &p);
-		if (rc == -EADDRINUSE) {
-			/* a listener of ours elsewhere (SO_REUSEPORT, or the
-			 * process this one was forked from) answers probes;
-			 * this one tries again on accept */
+		rc = sock_probe_listener(s, fd, (struct sockaddr *)&local,
+					 afonly);
+		if (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL) {
+			/* another process family's helper answers probes
+			 * (SO_REUSEPORT); ours tries again on accept */
 			xs_info("sock", "fd %d: probes answered elsewhere", fd);
 		} else if (rc) {
-			reason = rc == -ENODEV || rc == -EADDRNOTAVAIL
-					 ? XS_FB_NO_DEVICE
-					 : XS_FB_RESOURCE;
+			reason = rc == -ENODEV ? XS_FB_NO_DEVICE
+					       : XS_FB_RESOURCE;
 			xs_info("sock", "fd %d: no rdma listener (%s)", fd,
 				strerror(-rc));
 		}
 	}
 	if (bound && xs_real.listen(fd, backlog) < 0) {
 		rc = -errno;
-		if (l)
-			xs_neg_listener_remove(l);
-		xs_listener_destroy(l);
+		if (s->probe_addr.ss_family) {
+			xs_helper_unlisten((struct sockaddr *)&s->probe_addr);
+			s->probe_addr.ss_family = 0;
+		}
 		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
-	if (l) {
-		s->listener = l;
-		s->rdma_pid = getpid();
-	}
 	sock_set_kind(s, XS_KIND_LISTEN, reason);
 	sock_pub_kernel_addrs(s, fd, NULL, 0);
 	memset(&s->pub->peer, 0, sizeof(s->pub->peer));
 	pthread_mutex_unlock(&s->lock);
 	xs_dbg("sock", "fd %d listens on kernel tcp%s (%s)", fd,
-	       l ? " and rdma_cm" : " only", xs_fallback_name(reason));
+	       s->probe_addr.ss_family ? ", probes answered" : " only",
+	       xs_fallback_name(reason));
 	return 0;
 }
 

@@ -74,8 +74,13 @@ void xs_stats_dump(void)
 
 	if (!cfg || cfg->stats == XS_STATS_OFF || !xs_real.write)
 		return;
-	/* Processes that never made a stream socket (a shell, ls) stay quiet. */
-	if (p->sockets == 0)
+	/* Processes that never had a stream socket (a shell, ls) stay quiet;
+	 * a forked child that decided one it inherited speaks. */
+	for (i = 0; i < XS_KIND__COUNT; i++)
+		if (p->decided[i])
+			break;
+	if (p->sockets == 0 && i == XS_KIND__COUNT && !p->rdma_connects &&
+	    !p->rdma_accepts)
 		return;
 	xs_sock_live_sum(&sum);
 	stats_put(&b, "xsock stats pid %d (%s): %llu stream sockets\n",

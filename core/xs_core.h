@@ -252,6 +252,10 @@ struct xs_sock {
 	 * lead the stream; stripped before the application reads. */
 	atomic_uint strip;
 	uint64_t listen_retry_us; /* LISTEN: next try at a probe listener */
+	/* LISTEN: the address whose probes the helper answers for us, the
+	 * process that asked (core/helper.c); family 0: none */
+	struct sockaddr_storage probe_addr;
+	pid_t probe_pid;
 	struct xs_sock *live_next, *live_prev; /* this process's RDMA sockets */
 	/* Counters and what xsock-stat shows: a slot of the published file
 	 * (core/xs_shm.h), or pub_own without one. Set at creation. */

@@ -866,6 +866,14 @@ static void ep_settle(int epfd, struct ep_set *ep)
 			ep->idle_valid = false;
 			continue;
 		}
+		/* a connect done, the transport still to negotiate: this
+		 * process waits on it, so it does its I/O */
+		if (m->connecting && !xs_sock_connecting(s) &&
+		    xs_sock_negotiable(s) && xs_sock_claim(s, m->fd)) {
+			xs_sock_put(s);
+			i++;
+			continue;
+		}
 		if (m->connecting && !xs_sock_connecting(s)) {
 			ep->idle_valid = false;
 			ep_decided(epfd, ep, s); /* may move members */

@@ -77,6 +77,16 @@ client_over_rdma()
 	io_over_rdma "$1.stats" "$pid" client
 }
 
+# stop_server NAME PATTERN - SIGTERM to server NAME (its process group),
+# then wait until no process matching PATTERN (bracket a letter, so that
+# the waiting shell does not match itself) is left: their counters are
+# written then.
+stop_server()
+{
+	"$XS_REMOTE" --kill "$1" --signal TERM
+	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -f '$2' >/dev/null; do sleep 0.1; done"
+}
+
 # wait_server NAME - the server exited by itself; its log on failure.
 wait_server()
 {
@@ -125,8 +135,7 @@ wait_server()
 		pids+=("$io_pid")
 		client_over_rdma "cli$i"
 	done
-	"$XS_REMOTE" --kill prefork --signal TERM
-	wait_server prefork
+	stop_server prefork "[m]odels.py prefork $port"
 	python3 "$MODELS" stats "$XS_RUN_DIR/prefork.stats"
 	# each worker's block sums its connections: all over RDMA
 	local b pid n total=0
@@ -153,10 +162,8 @@ wait_server()
 		pids+=("$io_pid")
 		client_over_rdma "cli$i"
 	done
-	"$XS_REMOTE" --kill reuse1 --signal TERM
-	"$XS_REMOTE" --kill reuse2 --signal TERM
-	wait_server reuse1
-	wait_server reuse2
+	stop_server reuse1 "[m]odels.py reuseport $port"
+	stop_server reuse2 "[m]odels.py reuseport $port"
 	cat "$XS_RUN_DIR/reuse1.stats" "$XS_RUN_DIR/reuse2.stats" >"$XS_RUN_DIR/reuse.stats"
 	python3 "$MODELS" stats "$XS_RUN_DIR/reuse.stats"
 	local b pid n

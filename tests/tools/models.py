@@ -193,9 +193,15 @@ def main():
 
         def stop(*_):
             for k in kids:
-                os.kill(k, signal.SIGTERM)
+                try:
+                    os.kill(k, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             for k in kids:
-                os.waitpid(k, 0)
+                try:
+                    os.waitpid(k, 0)
+                except ChildProcessError:
+                    pass
             libc_exit(0)
         signal.signal(signal.SIGTERM, stop)
         while True:

@@ -1,0 +1,429 @@
+/*
+ * core/helper.c - the xsock-cm helper process: probes, and the probe
+ *                 listeners of listening ports.
+ *
+ * librdmacm opens a device's verbs context in whichever process first
+ * resolves an address on it or takes a connection request, and keeps it
+ * for the life of the process; a forked child inherits it, but the kernel
+ * refuses the child that context's write() commands (ib_safe_file_access:
+ * EACCES), so a child could never post on a QP made there. Probes happen
+ * in the processes that fork the most - a listener before its workers, a
+ * client before the child that uses the connection - so they run in a
+ * helper instead: a process of its own (reparented to init, its stdio on
+ * /dev/null, every other inherited fd closed, signals blocked), made the
+ * first time one is needed, before this process opens any context. The
+ * processes of the family (forks inherit the control socket) ask it over
+ * a SOCK_SEQPACKET socket; each request carries a fresh reply socket
+ * (SCM_RIGHTS), so that replies go to the process that asked. Contexts
+ * then open only in the helper and in the process that does a
+ * connection's I/O (its QP, core/neg.c).
+ *
+ * The helper answers probes on every listening port the family asked for,
+ * and asks peers' listeners on the family's behalf (one thread per probe).
+ * It exits when no process of the family holds the control socket any
+ * more (exec closes it: a new program image makes its own helper).
+ *
+ * Context: any thread; helper_lock serialises the start (a leaf lock).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core_int.h"
+
+#define HELPER_LISTENERS 64
+
+enum helper_op {
+	HELPER_PROBE = 1,
+	HELPER_LISTEN,
+	HELPER_UNLISTEN,
+};
+
+struct helper_req {
+	int op;
+	int timeout_ms;
+	int afonly;
+	uint16_t tcp_port;
+	uint64_t ino; /* LISTEN: the listening socket's inode */
+	struct sockaddr_storage addr;
+};
+
+static pthread_mutex_t helper_lock = PTHREAD_MUTEX_INITIALIZER;
+static int helper_fd = -1; /* our end of the control socket */
+
+/* ------------------------------------------------------ the helper */
+
+struct helper_listen {
+	struct sockaddr_storage addr; /* family 0: free */
+	struct xs_listener *l;
+	uint64_t ino;	   /* the kernel listener it speaks for */
+	uint64_t next_us;  /* when to look again that it still listens */
+};
+
+/*
+ * A listener is answered for while its kernel listener exists - by its
+ * inode in /proc/net/tcp{,6}, state LISTEN - in whichever process of the
+ * family holds it; looked at once a second at most. Then a program that
+ * takes the port later, without xsock, never gets a client's hello.
+ */
+#define HELPER_ALIVE_US 1000000u
+
+static bool helper_still_listens(uint64_t ino)
+{
+	static const char *const files[] = { "/proc/net/tcp",
+					     "/proc/net/tcp6" };
+	char line[512];
+	unsigned long long inode;
+	unsigned int st;
+	size_t i;
+	FILE *f;
+
+	for (i = 0; i < 2; i++) {
+		f = fopen(files[i], "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line,
+				   "%*s %*s %*s %x %*s %*s %*s %*s %*s %llu",
+				   &st, &inode) == 2 &&
+			    st == 0x0a && inode == ino) {
+				fclose(f);
+				return true;
+			}
+		fclose(f);
+	}
+	return false;
+}
+
+static struct helper_listen helper_listeners[HELPER_LISTENERS];
+
+static bool helper_same_addr(const struct sockaddr_storage *a,
+			     const struct sockaddr_storage *b)
+{
+	size_t n = a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					     : sizeof(struct sockaddr_in);
+
+	return a->ss_family == b->ss_family && memcmp(a, b, n) == 0;
+}
+
+struct helper_probe {
+	struct helper_req req;
+	int reply;
+};
+
+static void *helper_probe_main(void *arg)
+{
+	struct helper_probe *p = arg;
+	int rc;
+	XS_INSIDE(); /* a thread of ours: rdma_cm */
+
+	rc = xs_conn_probe((struct sockaddr *)&p->req.addr, p->req.tcp_port,
+			   p->req.timeout_ms);
+	(void)!xs_real.write(p->reply, &rc, sizeof(rc));
+	xs_real.close(p->reply);
+	free(p);
+	return NULL;
+}
+
+static int helper_listen(const struct helper_req *req)
+{
+	struct xs_conn_params p;
+	size_t i, slot = HELPER_LISTENERS;
+	int rc;
+
+	for (i = 0; i < HELPER_LISTENERS; i++) {
+		if (helper_listeners[i].addr.ss_family &&
+		    helper_same_addr(&helper_listeners[i].addr, &req->addr))
+			return 0; /* the family has it already */
+		if (!helper_listeners[i].addr.ss_family &&
+		    slot == HELPER_LISTENERS)
+			slot = i;
+	}
+	if (slot == HELPER_LISTENERS)
+		return -ENOBUFS;
+	xs_sock_conn_params(&p);
+	p.probe_only = true;
+	p.afonly = req->afonly;
+	rc = xs_listener_create(&helper_listeners[slot].l,
+				(const struct sockaddr *)&req->addr, 64, &p);
+	if (rc == 0) {
+		helper_listeners[slot].addr = req->addr;
+		helper_listeners[slot].ino = req->ino;
+		helper_listeners[slot].next_us = xs_now_us() + HELPER_ALIVE_US;
+	}
+	return rc;
+}
+
+static void helper_unlisten(const struct helper_req *req)
+{
+	size_t i;
+
+	for (i = 0; i < HELPER_LISTENERS; i++)
+		if (helper_listeners[i].addr.ss_family &&
+		    helper_same_addr(&helper_listeners[i].addr, &req->addr)) {
+			xs_listener_destroy(helper_listeners[i].l);
+			memset(&helper_listeners[i], 0,
+			       sizeof(helper_listeners[i]));
+		}
+}
+
+/* One request from @ctl, answered on the reply socket it carries.
+ * Return: false when the family has gone (end of the control socket). */
+static bool helper_serve(int ctl)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct helper_req req;
+	struct iovec v = { &req, sizeof(req) };
+	struct msghdr m = {
+		.msg_iov = &v,
+		.msg_iovlen = 1,
+		.msg_control = cbuf,
+		.msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	int reply = -1, rc = -EINVAL;
+	ssize_t n = xs_real.recvmsg(ctl, &m, MSG_CMSG_CLOEXEC);
+
+	if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+		return false;
+	if (n < 0)
+		return true;
+	c = CMSG_FIRSTHDR(&m);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&reply, CMSG_DATA(c), sizeof(reply));
+	if (reply < 0)
+		return true;
+	if ((size_t)n == sizeof(req) && req.op == HELPER_PROBE) {
+		struct helper_probe *p = malloc(sizeof(*p));
+		pthread_attr_t attr;
+		pthread_t t;
+
+		if (p) {
+			p->req = req;
+			p->reply = reply;
+			pthread_attr_init(&attr);
+			pthread_attr_setdetachstate(&attr,
+						    PTHREAD_CREATE_DETACHED);
+			rc = pthread_create(&t, &attr, helper_probe_main, p);
+			pthread_attr_destroy(&attr);
+			if (rc == 0)
+				return true;
+			free(p);
+		}
+		rc = -EAGAIN;
+	} else if ((size_t)n == sizeof(req) && req.op == HELPER_LISTEN) {
+		rc = helper_listen(&req);
+	} else if ((size_t)n == sizeof(req) && req.op == HELPER_UNLISTEN) {
+		helper_unlisten(&req);
+		rc = 0;
+	}
+	(void)!xs_real.write(reply, &rc, sizeof(rc));
+	xs_real.close(reply);
+	return true;
+}
+
+/* Close what the family had open: the helper must never keep one of
+ * its connections (or its stdout pipe) alive. */
+static void helper_close_fds(int keep)
+{
+	int null = open("/dev/null", O_RDWR);
+	struct dirent *d;
+	DIR *dir;
+	int fd;
+
+	if (null >= 0) {
+		xs_real.dup2(null, 0);
+		xs_real.dup2(null, 1);
+		xs_real.dup2(null, 2);
+		if (null > 2)
+			xs_real.close(null);
+	}
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		fd = atoi(d->d_name);
+		if (fd > 2 && fd != keep && fd != dirfd(dir))
+			xs_real.close(fd);
+	}
+	closedir(dir);
+}
+
+static void __attribute__((noreturn)) helper_main(int ctl)
+{
+	struct pollfd pfd[HELPER_LISTENERS + 1];
+	sigset_t all;
+	size_t i, n;
+	XS_INSIDE(); /* the helper runs only our code */
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	prctl(PR_SET_NAME, "xsock-cm");
+	helper_close_fds(ctl);
+	xs_core_fork_child();
+	for (;;) {
+		n = 0;
+		pfd[n++] = (struct pollfd){ .fd = ctl, .events = POLLIN };
+		for (i = 0; i < HELPER_LISTENERS; i++)
+			if (helper_listeners[i].addr.ss_family)
+				pfd[n++] = (struct pollfd){
+					.fd = xs_listener_fd(
+						helper_listeners[i].l),
+					.events = POLLIN
+				};
+		if (xs_real.poll(pfd, n, n > 1 ? 1000 : -1) < 0)
+			continue;
+		if (pfd[0].revents && !helper_serve(ctl))
+			_exit(0);
+		for (i = 0; i < HELPER_LISTENERS; i++) {
+			struct helper_listen *h = &helper_listeners[i];
+
+			if (!h->addr.ss_family)
+				continue;
+			if (xs_now_us() >= h->next_us) {
+				h->next_us = xs_now_us() + HELPER_ALIVE_US;
+				if (h->ino && !helper_still_listens(h->ino)) {
+					xs_listener_destroy(h->l);
+					memset(h, 0, sizeof(*h));
+					continue;
+				}
+			}
+			xs_listener_poll(h->l, true);
+		}
+	}
+}
+
+/* ------------------------------------------------- asking the helper */
+
+/* The control socket, the helper made if needed. Called with helper_lock
+ * held. */
+static int helper_get_locked(void)
+{
+	int sv[2], st;
+	pid_t pid;
+
+	if (helper_fd >= 0)
+		return helper_fd;
+	if (xs_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+			       sv) < 0)
+		return -errno;
+	xs_handoff_init(); /* the helper notes probes in the family's table */
+	pid = xs_real.fork();
+	if (pid == 0) {
+		/* a grandchild of the application, reparented to init: it
+		 * never shows up in the application's wait() */
+		if (xs_real.fork() == 0)
+			helper_main(sv[1]);
+		_exit(0);
+	}
+	xs_real.close(sv[1]);
+	if (pid < 0) {
+		st = -errno;
+		xs_real.close(sv[0]);
+		return st;
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	helper_fd = sv[0];
+	return helper_fd;
+}
+
+/* Ask: send @req with a reply socket, wait up to @wait_ms for the int. */
+static int helper_ask(const struct helper_req *req, int wait_ms)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec v = { (void *)req, sizeof(*req) };
+	struct msghdr m = {
+		.msg_iov = &v,
+		.msg_iovlen = 1,
+		.msg_control = cbuf,
+		.msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	struct pollfd p;
+	int r[2], ctl, rc = -EIO, tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		pthread_mutex_lock(&helper_lock);
+		ctl = helper_get_locked();
+		pthread_mutex_unlock(&helper_lock);
+		if (ctl < 0)
+			return ctl;
+		if (xs_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+				       r) < 0)
+			return -errno;
+		memset(cbuf, 0, sizeof(cbuf));
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &r[1], sizeof(int));
+		if (xs_real.sendmsg(ctl, &m, MSG_NOSIGNAL) < 0) {
+			/* the helper has gone: another one */
+			xs_real.close(r[0]);
+			xs_real.close(r[1]);
+			pthread_mutex_lock(&helper_lock);
+			if (helper_fd == ctl) {
+				xs_real.close(helper_fd);
+				helper_fd = -1;
+			}
+			pthread_mutex_unlock(&helper_lock);
+			continue;
+		}
+		xs_real.close(r[1]);
+		p = (struct pollfd){ .fd = r[0], .events = POLLIN };
+		rc = -ETIMEDOUT;
+		if (xs_real.poll(&p, 1, wait_ms) > 0 &&
+		    xs_real.read(r[0], &rc, sizeof(rc)) != sizeof(rc))
+			rc = -EIO;
+		xs_real.close(r[0]);
+		return rc;
+	}
+	return rc;
+}
+
+int xs_helper_probe(const struct sockaddr *dst, uint16_t tcp_port,
+		    int timeout_ms)
+{
+	struct helper_req req = {
+		.op = HELPER_PROBE,
+		.timeout_ms = timeout_ms,
+		.tcp_port = tcp_port,
+	};
+
+	memcpy(&req.addr, dst,
+	       dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					  : sizeof(struct sockaddr_in));
+	return helper_ask(&req, timeout_ms + 1000);
+}
+
+int xs_helper_listen(const struct sockaddr *local, int afonly, uint64_t ino)
+{
+	struct helper_req req = {
+		.op = HELPER_LISTEN, .afonly = afonly, .ino = ino
+	};
+
+	memcpy(&req.addr, local,
+	       local->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					    : sizeof(struct sockaddr_in));
+	return helper_ask(&req, 10000);
+}
+
+void xs_helper_unlisten(const struct sockaddr *local)
+{
+	struct helper_req req = { .op = HELPER_UNLISTEN };
+
+	memcpy(&req.addr, local,
+	       local->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					    : sizeof(struct sockaddr_in));
+	(void)helper_ask(&req, 10000);
+}
