@@ -160,16 +160,6 @@ void xs_helper_unlisten(const struct sockaddr *local);
 /* core/neg.c */
 
 /**
- * xs_neg_listener_add() - serve probes on @l from xsock-cm
- * @l: a probe-only listener of a listening port
- * Return: 0, -ENOBUFS (too many), or the thread's error.
- */
-int xs_neg_listener_add(struct xs_listener *l);
-
-/* Stop serving @l (before it is destroyed). */
-void xs_neg_listener_remove(struct xs_listener *l);
-
-/**
  * xs_neg_start() - start the worker that negotiates @s's transport
  * @s:      socket, kind PENDING and connecting; the worker takes a reference
  * @fd:     an fd of it (the worker dups it)
@@ -180,6 +170,7 @@ int xs_neg_start(struct xs_sock *s, int fd, bool client);
 
 /**
  * xs_neg_client_run() - the client's negotiation, on the calling thread
+ *                       (a non-blocking connect's worker)
  * @s:  socket
  * @fd: its kernel fd, connected, XS_TCP_HELLO sent
  * Context: blocks up to XSOCK_CONNECT_TIMEOUT_MS and the QP's setup.

@@ -5,10 +5,12 @@
  * Every connection between two xsock ends is a real kernel TCP connection
  * first (cf. SMC-R, which keeps one under every SMC socket and negotiates
  * over it). What makes RDMA possible, in order:
- *   1. connect(): a probe (xs_conn_probe(), a CM REQ the server's listener
- *      rejects with "xsock here") tells the client that xsock serves the
+ *   1. connect(): a probe (xs_conn_probe(), a CM REQ the server's probe
+ *      listener rejects with "xsock here", both in the xsock-cm helper
+ *      process of core/helper.c) tells the client that xsock serves the
  *      port; then the kernel connects, and the client's first bytes on the
- *      stream are XS_TCP_HELLO. Without the probe's answer the client
+ *      stream are XS_TCP_HELLO. The probe names the client's port: the
+ *      accepting process then knows the hello is coming (core/handoff.c). Without the probe's answer the client
  *      sends nothing of ours: a server without xsock never sees a byte it
  *      did not expect.
  *   2. The first process that does I/O on the socket (a data call, poll,
@@ -29,10 +31,9 @@
  * daemon's double fork all leave the decision to the process that uses
  * the connection, and QPs live only in the process that made them.
  *
- * The probe listener of each listening port and the process's rendezvous
- * listener are served by one thread, xsock-cm (signals blocked), so that
- * probes are answered while the application sleeps (nginx's master), and
- * a connection's QP is made off the application's thread.
+ * The process's rendezvous listener is served by one thread, xsock-cm
+ * (signals blocked): a connection's QP is made off the application's
+ * thread, while the worker that claimed it waits.
  *
  * Context: any thread. neg_lock (after sock_neg_lock in the lock order of
  * core/xs_core.h) protects the tables below; it is held around the
@@ -54,7 +55,6 @@
 #include "stats.h"
 #include "stream.h"
 
-#define NEG_LISTENERS 64   /* probe listeners (listening ports) */
 #define NEG_WAITS     1024 /* negotiations between reply and QP */
 #define NEG_STEP_MS   100  /* a worker looks at refcnt this often */
 /*
@@ -73,7 +73,6 @@ struct neg_wait {
 };
 
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct xs_listener *neg_probe[NEG_LISTENERS]; /* neg_lock */
 static struct xs_listener *neg_rdv; /* rendezvous listener; neg_lock */
 static uint16_t neg_rdv_port;	    /* its port; neg_lock */
 static struct neg_wait neg_waits[NEG_WAITS]; /* neg_lock */
@@ -129,11 +128,10 @@ static void neg_route(struct xs_conn *c)
 
 static void *neg_main(void *arg)
 {
-	struct pollfd pfd[NEG_LISTENERS + 2];
+	struct pollfd pfd[2];
 	struct xs_conn *c;
 	eventfd_t v;
 	nfds_t n;
-	size_t i;
 	XS_INSIDE(); /* a thread of ours: rdma_cm and QP setup throughout */
 
 	(void)arg;
@@ -141,12 +139,6 @@ static void *neg_main(void *arg)
 		n = 0;
 		pthread_mutex_lock(&neg_lock);
 		pfd[n++] = (struct pollfd){ .fd = neg_wake, .events = POLLIN };
-		for (i = 0; i < NEG_LISTENERS; i++)
-			if (neg_probe[i])
-				pfd[n++] = (struct pollfd){
-					.fd = xs_listener_fd(neg_probe[i]),
-					.events = POLLIN
-				};
 		if (neg_rdv)
 			pfd[n++] = (struct pollfd){
 				.fd = xs_listener_fd(neg_rdv), .events = POLLIN
@@ -156,9 +148,6 @@ static void *neg_main(void *arg)
 			xs_real.poll(NULL, 0, 10);
 		pthread_mutex_lock(&neg_lock);
 		(void)!eventfd_read(neg_wake, &v);
-		for (i = 0; i < NEG_LISTENERS; i++)
-			if (neg_probe[i])
-				xs_listener_poll(neg_probe[i], true);
 		if (neg_rdv) {
 			xs_listener_poll(neg_rdv, true);
 			while (xs_listener_accept(neg_rdv, &c, 0) == 0)
@@ -195,43 +184,6 @@ static int neg_start_locked(void)
 		pthread_setname_np(t, "xsock-cm");
 	}
 	return rc;
-}
-
-int xs_neg_listener_add(struct xs_listener *l)
-{
-	size_t i;
-	int rc = -ENOBUFS;
-
-	pthread_mutex_lock(&neg_lock);
-	for (i = 0; i < NEG_LISTENERS; i++)
-		if (!neg_probe[i]) {
-			neg_probe[i] = l;
-			rc = 0;
-			break;
-		}
-	if (rc == 0)
-		rc = neg_start_locked();
-	if (rc)
-		for (i = 0; i < NEG_LISTENERS; i++)
-			if (neg_probe[i] == l)
-				neg_probe[i] = NULL;
-	if (rc == 0)
-		(void)!eventfd_write(neg_wake, 1);
-	pthread_mutex_unlock(&neg_lock);
-	return rc;
-}
-
-void xs_neg_listener_remove(struct xs_listener *l)
-{
-	size_t i;
-
-	pthread_mutex_lock(&neg_lock);
-	for (i = 0; i < NEG_LISTENERS; i++)
-		if (neg_probe[i] == l)
-			neg_probe[i] = NULL;
-	if (neg_wake >= 0)
-		(void)!eventfd_write(neg_wake, 1);
-	pthread_mutex_unlock(&neg_lock);
 }
 
 /*
@@ -312,17 +264,8 @@ void xs_neg_unlock(void)
 
 void xs_neg_fork_child(void)
 {
-	size_t i;
-
-	/* xsock-cm is the parent's; so are its listeners and their CM
-	 * channels: closing our copies of those fds lets the listener go
-	 * once the parent has gone (a daemon's double fork after listen),
-	 * so that the child can make its own. */
-	for (i = 0; i < NEG_LISTENERS; i++) {
-		if (neg_probe[i])
-			xs_real.close(xs_listener_fd(neg_probe[i]));
-		neg_probe[i] = NULL;
-	}
+	/* xsock-cm is the parent's, so is its rendezvous listener: closing
+	 * our copy of its CM channel lets it go with the parent */
 	if (neg_rdv)
 		xs_real.close(xs_listener_fd(neg_rdv));
 	neg_rdv = NULL;
@@ -705,5 +648,7 @@ int xs_neg_client_run(struct xs_sock *s, int fd)
 	}
 	reason = neg_client(&j);
 	xs_real.close(j.evfd);
+	if (atomic_load(&s->strip))
+		xs_handoff_put(fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	return reason;
 }

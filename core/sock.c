@@ -266,7 +266,6 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	s->incarnation++;
 	s->reason = XS_FB_NONE;
 	s->stream = NULL;
-	s->listener = NULL;
 	s->live_next = s->live_prev = NULL;
 	s->local_len = s->peer_len = 0;
 	s->rdma_pid = 0;
@@ -574,7 +573,7 @@ static void sock_teardown(struct xs_sock *s)
 	/* the probe listener goes with the kernel listener, wherever the
 	 * family holds that last (core/helper.c) */
 	s->probe_addr.ss_family = 0;
-	if (!s->stream && !s->listener)
+	if (!s->stream)
 		return;
 	mine = xs_sock_mine(s);
 	if (s->stream) {
@@ -588,15 +587,6 @@ static void sock_teardown(struct xs_sock *s)
 			free(s->stream);
 		}
 		s->stream = NULL;
-	}
-	if (s->listener) {
-		if (mine) {
-			xs_neg_listener_remove(s->listener);
-			xs_listener_destroy(s->listener);
-		}
-		else
-			free(s->listener);
-		s->listener = NULL;
 	}
 	if (mine)
 		sock_linger_reap();
@@ -1243,12 +1233,18 @@ static void *sock_connect_main(void *arg)
 			pthread_mutex_unlock(&s->lock);
 			xs_sock_tcp_connect_failed(s, err);
 		}
-		/* connected, the hello sent: negotiable, by whichever
-		 * process does its I/O (the next wait or data call) */
-		if (!err && sock_connected_hello(s, a->fd) == 0)
-			reason = XS_FB_NONE;
+		/* connected, the hello sent: a non-blocking connect is an
+		 * event loop's, whose process does the I/O - negotiate now,
+		 * so that writable means writable, as over kernel TCP */
+		if (!err && sock_connected_hello(s, a->fd) == 0) {
+			xs_handoff_drop(a->fd);
+			atomic_store(&s->neg, XS_NEG_NONE);
+			reason = xs_neg_client_run(s, a->fd);
+			if (reason == XS_FB_NONE)
+				atomic_store(&s->connect_unseen, true);
+		}
 		pthread_mutex_lock(&s->lock);
-		if (xs_sock_kind(s) == XS_KIND_PENDING && !xs_sock_negotiable(s)) {
+		if (xs_sock_kind(s) == XS_KIND_PENDING) {
 			sock_set_kind(s, XS_KIND_TCP,
 				      reason != XS_FB_NONE
 					      ? reason
@@ -1516,8 +1512,9 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	if (xs_sock_connecting(s) || xs_sock_kind(s) == XS_KIND_RDMA)
 		return -EINVAL; /* inet_listen() of a connecting or connected
 				 * socket */
-	/* rdma_cm listens first when the port is known (bound): a client
-	 * that finds the kernel's listener up then finds rdma_cm's too, and
+	/* probes are answered first when the port is known (bound): a client
+	 * that finds the kernel's listener up then finds the probe listener
+	 * too, and
 	 * is never turned to kernel TCP (and XSOCK_RDMA_RETRY_MS) by a
 	 * server that is just starting. An unbound socket gets its port
 	 * from the kernel's listen(). */
@@ -1597,8 +1594,8 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		return nfd;
 	}
 	/* Over the kernel listener: the peer did not use RDMA (or came over
-	 * loopback, which no device serves), or the listener has no rdma_cm
-	 * listener, for its own reason. */
+	 * loopback, which no device serves), or the listener is not xsock's,
+	 * for its own reason. */
 	sock_pub_kernel_addrs(c, nfd, NULL, 0);
 	reason = xs_sock_reason(s);
 	if (reason == XS_FB_NONE &&

@@ -1498,6 +1498,11 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	pthread_mutex_lock(&s->lock);
 	if (s->error || s->peer_gone || !s->c)
 		goto out;
+	/* What came meanwhile counts, the probe's own completion too, even
+	 * while the application looks at other sockets for long */
+	stream_poll_cq(s);
+	if (s->error || s->peer_gone)
+		goto out;
 	if (s->probe_posted) {
 		/* Answered or failed within the retry budget on a working
 		 * transport; neither, and it never will be. */

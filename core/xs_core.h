@@ -12,13 +12,15 @@
  *      a set's members are looked at, so around xs_sock_poll_events(),
  *      xs_sock_poll_arm() and a member's xs_sock_put() - everything below,
  *      and rdma-core - but never around the wait's sleep.
- *   2. xs_sock.lock (one per socket): around the rdma_cm listener's poll
- *      and accept (rdma-core; a new connection's setup takes dev_lock,
- *      pool.lock and log_lock); the connect worker takes sock_neg_lock
- *      under it. Never two sockets' at once.
+ *   2. xs_sock.lock (one per socket): its kind, reason and connect
+ *      state; the connect worker takes sock_neg_lock under it. Never two
+ *      sockets' at once.
  *   3. sock_pool_lock (core/sock.c, every signal blocked): the socket free
  *      list and the counters file (core/publish.c, which may log).
  *   4. sock_neg_lock (core/sock.c): the negative cache; a leaf at run time.
+ *   4a. neg_lock (core/neg.c): the rendezvous listener and the tokens of
+ *      negotiations; held by xsock-cm around the listener's events (QP
+ *      setup: dev_lock, pool.lock, log_lock below it).
  *   5. sock_linger_lock (core/sock.c): the live and lingering lists; held
  *      around xs_stream_probe() (probe thread) and the FINs, resets and
  *      drain checks of xs_core_exit(), so over stream.lock and rdma-core.
@@ -36,7 +38,7 @@
  * pthread_once of xs_init_once() comes before all of them: the wrappers
  * that wait on it are never entered with a lock held (core/ calls none).
  * rdma-core's own locks come below any of ours that is held around it.
- * fork(): pthread_atfork takes sock_pool_lock, sock_neg_lock,
+ * fork(): pthread_atfork takes sock_pool_lock, sock_neg_lock, neg_lock,
  * sock_linger_lock, dev_lock and log_lock in prepare, in this order, and
  * releases them in parent and child (xs_core_atfork_*). The per-object
  * locks (1, 2, 6, 8) are not taken there; the child never touches its
@@ -225,10 +227,7 @@ struct xs_sock {
 	struct xs_stream *stream;
 	struct sockaddr_storage local, peer; /* what get{sock,peer}name say */
 	socklen_t local_len, peer_len;
-	/* kind LISTEN: the rdma_cm listener beside the kernel one, or NULL;
-	 * accepts are serialised by lock */
-	struct xs_listener *listener;
-	pid_t rdma_pid; /* process that made stream/listener (fork check) */
+	pid_t rdma_pid; /* process that made the stream (fork check) */
 	/* A non-blocking connect whose RDMA handshake runs on a worker
 	 * thread: connecting until the outcome (kind RDMA, or kind TCP with
 	 * the kernel's connect started); connect_evfd (an eventfd, kept
@@ -299,9 +298,10 @@ void xs_core_exit(void);
  * xs_core_fork_child() - called in the child right after fork()
  *
  * The child shares the parent's verbs and rdma_cm kernel context; from now
- * on it never touches inherited RDMA objects (sockets made before the fork
- * fail with ECONNRESET when an RDMA path is needed) and only closes its own
- * fd numbers.
+ * on it never touches inherited RDMA objects (an RDMA socket made before
+ * the fork fails with ECONNRESET when an RDMA path is needed) and only
+ * closes its own fd numbers. Negotiable sockets (core/neg.c) it may claim
+ * as its own.
  */
 void xs_core_fork_child(void);
 
@@ -661,9 +661,10 @@ static inline void xs_sock_set_nonblock(struct xs_sock *s, bool on)
  * xs_sock_polled() - whether poll/epoll/select must ask xsock about @s
  * @s: socket
  *
- * True for an RDMA socket and for a listener with an rdma_cm listener (its
- * kernel fd still reports peers without xsock), in the process that made
- * them. Everything else is answered by the kernel fd.
+ * True for an RDMA socket in the process that made it, and for a socket
+ * whose transport is being decided (connecting: not writable yet, which
+ * its kernel fd would claim). Everything else, listeners included, is
+ * answered by the kernel fd.
  */
 bool xs_sock_polled(struct xs_sock *s);
 

@@ -231,3 +231,114 @@ wait_server()
 	grep -qx "after exec: Connection reset by peer" "$XS_RUN_DIR/remote/live.log"
 	[[ $(stat livecli rdma) == 1 ]]
 }
+
+# blocks_of STATS PROG - the blocks of that program's processes.
+blocks_of() { python3 "$MODELS" stats "$XS_RUN_DIR/$1" | grep " prog=$2 "; }
+
+# sum_field BLOCKS FIELD - FIELD summed over blocks.
+sum_field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1" | awk '{ t += $1 } END { print t + 0 }'; }
+
+@test "programs: socat TCP-LISTEN,fork: each child carries its connection over RDMA" {
+	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
+	srv socat socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" \
+		EXEC:"python3 $PWD/$MODELS stdio $SIZE"
+	server_ready socat rdma
+	exchange cli1
+	client_over_rdma cli1
+	exchange cli2
+	client_over_rdma cli2
+	stop_server socat "[s]ocat TCP-LISTEN:$port"
+	local b
+	b=$(blocks_of socat.stats socat)
+	echo "$b"
+	# the two children; the parent only accepted (undecided)
+	[[ $(grep -c " rdma=1 tcp=0 .* accepts=1 sent=[0-9]* received=$SIZE$" <<<"$b") == 2 ]]
+	[[ $(sum_field "$b" tcp) == 0 ]]
+}
+
+# nginx_conf DIR WORKERS - a minimal nginx that answers "hello".
+nginx_conf()
+{
+	mkdir -p "$1"
+	cat >"$1/nginx.conf" <<-CONF
+		worker_processes $2;
+		user root;
+		daemon off;
+		master_process on;
+		pid $1/nginx.pid;
+		error_log $1/error.log;
+		events { worker_connections 1024; }
+		http {
+			access_log off;
+			client_body_temp_path $1/body;
+			proxy_temp_path $1/proxy;
+			fastcgi_temp_path $1/fastcgi;
+			uwsgi_temp_path $1/uwsgi;
+			scgi_temp_path $1/scgi;
+			server {
+				listen $XS_ADDR_A:$port;
+				location / { return 200 "hello\n"; }
+			}
+		}
+	CONF
+}
+
+# wrk_run NAME ENV... - wrk against $port; $output, and the figure noted.
+wrk_run()
+{
+	local name=$1
+	shift
+	run --separate-stderr timeout 60 env "$@" wrk -t1 -c20 -d4s "http://$XS_ADDR_A:$port/"
+	echo "$output"
+	((status == 0))
+	[[ "$output" != *"Socket errors"* && "$output" != *"Non-2xx"* ]]
+	[[ "$output" == *"Requests/sec:"* ]]
+	rps[$name]=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$output")
+}
+
+@test "programs: nginx with 2 workers and wrk: no errors, every connection over RDMA" {
+	command -v nginx >/dev/null && command -v wrk >/dev/null ||
+		{ echo "nginx or wrk not installed (tests/install-deps)"; false; }
+	local d=$XS_RUN_DIR/nginx$BATS_TEST_NUMBER b
+	declare -A rps
+	nginx_conf "$d" 2
+	# kernel TCP end to end first, for the figure beside ours
+	remote_bg nginxtcp nginx -c "$d/nginx.conf"
+	server_ready nginxtcp tcp
+	wrk_run tcp XSOCK_MODE=tcp
+	"$XS_REMOTE" --kill nginxtcp --signal QUIT
+	"$XS_REMOTE" --timeout 30 bash -c "while [[ -s $d/nginx.pid ]] && kill -0 \$(cat $d/nginx.pid) 2>/dev/null; do sleep 0.1; done"
+	srv nginx nginx -c "$d/nginx.conf"
+	server_ready nginx rdma
+	wrk_run xsock $(xsenv wrk)
+	cat "$XS_RUN_DIR/wrk.stats"
+	[[ $(stat wrk tcp) == 0 && $(stat wrk connects) -ge 20 ]]
+	"$XS_REMOTE" --kill nginx --signal QUIT # graceful: workers exit(3)
+	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -x nginx >/dev/null; do sleep 0.1; done"
+	b=$(blocks_of nginx.stats nginx)
+	echo "$b"
+	# the workers carried every connection over RDMA, none over TCP
+	(($(sum_field "$b" accepts) >= 20))
+	[[ $(sum_field "$b" tcp) == 0 ]]
+	[[ $(sum_field "$b" rdma) == $(sum_field "$b" accepts) ]]
+	(($(grep -c . <<<"$b") >= 2))
+	note "wrk -t1 -c20 -d4s against nginx, 2 workers: kernel TCP ${rps[tcp]} req/s, xsock ${rps[xsock]} req/s"
+}
+
+@test "programs: node http and wrk: no connect errors, every connection over RDMA" {
+	command -v node >/dev/null && command -v wrk >/dev/null ||
+		{ echo "node or wrk not installed (tests/install-deps)"; false; }
+	declare -A rps
+	local js="process.on('SIGTERM', () => process.exit(0));
+		require('http').createServer((q, r) => r.end('hello\n')).listen($port, '$XS_ADDR_A');"
+	srv node node -e "$js"
+	server_ready node rdma
+	wrk_run xsock $(xsenv wrk)
+	cat "$XS_RUN_DIR/wrk.stats"
+	[[ $(stat wrk tcp) == 0 && $(stat wrk connects) -ge 20 ]]
+	stop_server node "[n]ode -e"
+	python3 "$MODELS" stats "$XS_RUN_DIR/node.stats"
+	b=$(blocks_of node.stats node)
+	(($(sum_field "$b" accepts) >= 20)) && [[ $(sum_field "$b" tcp) == 0 ]]
+	note "wrk -t1 -c20 -d4s against node http: xsock ${rps[xsock]} req/s"
+}

@@ -86,7 +86,9 @@ def serve_sock(sock, size):
 
 
 def client(host, port, size, fork=False):
-    s = socket.create_connection((host, port), timeout=120)
+    # blocking, as a client that forks after connect() is: a
+    # non-blocking connect's process negotiates at once (an event loop's)
+    s = socket.create_connection((host, port))
     if fork:
         pid = os.fork()
         if pid:
