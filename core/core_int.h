@@ -86,6 +86,16 @@ void xs_dev_note_rdma_cm(void);
 void xs_dev_lock(void);
 void xs_dev_unlock(void);
 
+/**
+ * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
+ *                above, so that the application's fds stay as small as
+ *                over kernel TCP (wrk's event loop has room for fds below
+ *                10 + 3 x connections only, ae's setsize)
+ * @fd: an fd of ours; CLOEXEC after the move
+ * Return: the new fd (@fd closed), or @fd when nothing is free up there.
+ */
+int xs_fd_high(int fd);
+
 /* core/sock.c for core/neg.c */
 
 /* Connection parameters from the configuration. */

@@ -333,7 +333,7 @@ static int helper_get_locked(void)
 	}
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	helper_fd = sv[0];
+	helper_fd = xs_fd_high(sv[0]);
 	return helper_fd;
 }
 

@@ -169,7 +169,7 @@ static int neg_start_locked(void)
 	if (neg_running)
 		return 0;
 	if (neg_wake < 0)
-		neg_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		neg_wake = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (neg_wake < 0)
 		return -errno;
 	sigfillset(&all);
@@ -541,8 +541,8 @@ int xs_neg_start(struct xs_sock *s, int fd, bool client)
 	j->client = client;
 	j->deadline_us = xs_now_us() +
 			 (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
-	j->fd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	j->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	j->fd = xs_fd_high(xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	j->evfd = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (j->fd < 0 || j->evfd < 0) {
 		rc = -errno;
 		goto out_free;
@@ -641,7 +641,7 @@ int xs_neg_client_run(struct xs_sock *s, int fd)
 	};
 	int reason;
 
-	j.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	j.evfd = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (j.evfd < 0) {
 		(void)xs_neg_send_fallback(fd);
 		return XS_FB_RESOURCE;

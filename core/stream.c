@@ -496,7 +496,7 @@ static int stream_arm(struct xs_stream *s)
 static int stream_kick_fd(struct xs_stream *s)
 {
 	if (s->kick_fd < 0) {
-		s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		s->kick_fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 		if (s->kick_fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "

@@ -83,7 +83,7 @@ client_over_rdma()
 # written then.
 stop_server()
 {
-	"$XS_REMOTE" --kill "$1" --signal TERM
+	"$XS_REMOTE" --kill "$1" --signal TERM || true # its status: 143 for socat
 	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -f '$2' >/dev/null; do sleep 0.1; done"
 }
 
@@ -162,7 +162,7 @@ wait_server()
 		pids+=("$io_pid")
 		client_over_rdma "cli$i"
 	done
-	stop_server reuse1 "[m]odels.py reuseport $port"
+	"$XS_REMOTE" --kill reuse1 --signal TERM
 	stop_server reuse2 "[m]odels.py reuseport $port"
 	cat "$XS_RUN_DIR/reuse1.stats" "$XS_RUN_DIR/reuse2.stats" >"$XS_RUN_DIR/reuse.stats"
 	python3 "$MODELS" stats "$XS_RUN_DIR/reuse.stats"
@@ -240,7 +240,8 @@ sum_field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1" | awk '{ t += $1 } END 
 
 @test "programs: socat TCP-LISTEN,fork: each child carries its connection over RDMA" {
 	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
-	srv socat socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" \
+	# -t 30: after the client's EOF, socat waits for the whole answer
+	srv socat socat -t 30 "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" \
 		EXEC:"python3 $PWD/$MODELS stdio $SIZE"
 	server_ready socat rdma
 	exchange cli1
@@ -317,9 +318,12 @@ wrk_run()
 	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -x nginx >/dev/null; do sleep 0.1; done"
 	b=$(blocks_of nginx.stats nginx)
 	echo "$b"
-	# the workers carried every connection over RDMA, none over TCP
+	# The workers carried every connection of the run over RDMA. wrk's
+	# first connection only checks that the server is there: connect(),
+	# close(), no byte; a worker that accepts it sees the client's hello,
+	# then its end: kernel TCP (at most one).
 	(($(sum_field "$b" accepts) >= 20))
-	[[ $(sum_field "$b" tcp) == 0 ]]
+	(($(sum_field "$b" tcp) <= 1))
 	[[ $(sum_field "$b" rdma) == $(sum_field "$b" accepts) ]]
 	(($(grep -c . <<<"$b") >= 2))
 	note "wrk -t1 -c20 -d4s against nginx, 2 workers: kernel TCP ${rps[tcp]} req/s, xsock ${rps[xsock]} req/s"
@@ -339,6 +343,9 @@ wrk_run()
 	stop_server node "[n]ode -e"
 	python3 "$MODELS" stats "$XS_RUN_DIR/node.stats"
 	b=$(blocks_of node.stats node)
-	(($(sum_field "$b" accepts) >= 20)) && [[ $(sum_field "$b" tcp) == 0 ]]
+	echo "$b"
+	# as with nginx: wrk's first connection, closed unused, may be TCP
+	(($(sum_field "$b" accepts) >= 20)) && (($(sum_field "$b" tcp) <= 1))
+	[[ $(sum_field "$b" rdma) == $(sum_field "$b" accepts) ]]
 	note "wrk -t1 -c20 -d4s against node http: xsock ${rps[xsock]} req/s"
 }
