@@ -14,10 +14,37 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "conn.h"
 #include "stream.h"
 #include "core_int.h"
+
+int xs_fd_high(int fd)
+{
+	static int floor = -1;
+	struct rlimit rl;
+	int nfd, err = errno;
+
+	if (fd < 0)
+		return fd;
+	if (floor < 0)
+		floor = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+					rl.rlim_cur != RLIM_INFINITY &&
+					rl.rlim_cur / 2 > 64
+				? (int)(rl.rlim_cur / 2)
+				: 64;
+	nfd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (nfd < 0 || nfd <= fd) {
+		if (nfd >= 0)
+			xs_real.close(nfd);
+		errno = err;
+		return fd; /* none free up there: the one we have */
+	}
+	xs_real.close(fd);
+	errno = err;
+	return nfd;
+}
 
 static int conn_set_nonblock(int fd)
 {
@@ -163,6 +190,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	c->cc = ibv_create_comp_channel(verbs);
 	if (!c->cc)
 		return -errno;
+	c->cc->fd = xs_fd_high(c->cc->fd);
 	rc = conn_set_nonblock(c->cc->fd);
 	if (rc)
 		return rc;
@@ -276,6 +304,8 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		return -ENOMEM;
 	c->setup_us = xs_now_us();
 	c->ch = rdma_create_event_channel();
+	if (c->ch)
+		c->ch->fd = xs_fd_high(c->ch->fd);
 	if (!c->ch) {
 		rc = -errno;
 		goto out_destroy;
@@ -382,6 +412,8 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 		     : backlog > 4096 ? 4096
 				      : (unsigned)backlog;
 	l->ch = rdma_create_event_channel();
+	if (l->ch)
+		l->ch->fd = xs_fd_high(l->ch->fd);
 	if (!l->ch) {
 		rc = -errno;
 		goto out_destroy;
@@ -511,6 +543,8 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	c->setup_us = xs_now_us() - c->setup_us;
 	/* From now on its events go to its own channel. */
 	c->ch = rdma_create_event_channel();
+	if (c->ch)
+		c->ch->fd = xs_fd_high(c->ch->fd);
 	if (!c->ch || conn_set_nonblock(c->ch->fd) ||
 	    rdma_migrate_id(c->id, c->ch)) {
 		xs_conn_destroy(c);

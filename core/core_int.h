@@ -82,4 +82,16 @@ bool xs_dev_inherited(void);
 void xs_dev_lock(void);
 void xs_dev_unlock(void);
 
+/**
+ * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
+ *                above, so that the application's own fds stay as small
+ *                as over kernel TCP: an event loop may size its tables by
+ *                the connections it opens (wrk's ae: 10 + 3 x connections;
+ *                a socket numbered past that is a "connect error")
+ * @fd: an fd of ours; CLOEXEC after the move
+ * Context: any thread; two system calls.
+ * Return: the new fd (@fd closed), or @fd when nothing is free up there.
+ */
+int xs_fd_high(int fd);
+
 #endif /* XS_CORE_CORE_INT_H */

@@ -496,7 +496,7 @@ static int stream_arm(struct xs_stream *s)
 static int stream_kick_fd(struct xs_stream *s)
 {
 	if (s->kick_fd < 0) {
-		s->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		s->kick_fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 		if (s->kick_fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
@@ -1493,6 +1493,11 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 
 	pthread_mutex_lock(&s->lock);
 	if (s->error || s->peer_gone || !s->c)
+		goto out;
+	/* What came meanwhile counts, the probe's own completion too, even
+	 * while the application looks at other sockets for long */
+	stream_poll_cq(s);
+	if (s->error || s->peer_gone)
 		goto out;
 	if (s->probe_posted) {
 		/* Answered or failed within the retry budget on a working
