@@ -94,4 +94,12 @@ void xs_dev_unlock(void);
  */
 int xs_fd_high(int fd);
 
+/**
+ * xs_fd_dup_high() - a CLOEXEC dup of @fd, numbered as xs_fd_high() would
+ *                    place it, or anywhere when nothing is free up there
+ * @fd: any fd
+ * Return: the new fd, or -1 with errno set (fcntl(2)'s).
+ */
+int xs_fd_dup_high(int fd);
+
 #endif /* XS_CORE_CORE_INT_H */
