@@ -12,39 +12,56 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "conn.h"
 #include "stream.h"
 #include "core_int.h"
 
+/* The lowest number a library fd takes: RLIMIT_NOFILE / 2, 64 at least
+ * (read once; a limit raised later only leaves more room below). */
+static int conn_fd_floor(void)
+{
+	static atomic_int floor;
+	int f = atomic_load_explicit(&floor, memory_order_relaxed);
+	struct rlimit rl;
+
+	if (!f) {
+		f = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+				    rl.rlim_cur != RLIM_INFINITY &&
+				    rl.rlim_cur / 2 > 64
+			    ? (int)(rl.rlim_cur / 2)
+			    : 64;
+		atomic_store_explicit(&floor, f, memory_order_relaxed);
+	}
+	return f;
+}
+
 int xs_fd_high(int fd)
 {
-	static int floor = -1;
-	struct rlimit rl;
 	int nfd, err = errno;
 
-	if (fd < 0)
+	if (fd < 0 || fd >= conn_fd_floor())
 		return fd;
-	if (floor < 0)
-		floor = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-				rl.rlim_cur != RLIM_INFINITY &&
-				rl.rlim_cur / 2 > 64
-			? (int)(rl.rlim_cur / 2)
-			: 64;
-	nfd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
-	if (nfd < 0 || nfd <= fd) {
-		if (nfd >= 0)
-			xs_real.close(nfd);
+	nfd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, conn_fd_floor());
+	if (nfd < 0) {
 		errno = err;
 		return fd; /* none free up there: the one we have */
 	}
 	xs_real.close(fd);
 	errno = err;
+	return nfd;
+}
+
+int xs_fd_dup_high(int fd)
+{
+	int nfd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, conn_fd_floor());
+
+	if (nfd < 0 && (errno == EMFILE || errno == EINVAL))
+		nfd = xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return nfd;
 }
 
@@ -55,6 +72,25 @@ static int conn_set_nonblock(int fd)
 	if (fl < 0 || xs_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
+}
+
+/* A CM event channel, its fd moved high (xs_fd_high()) and non-blocking.
+ * Return: the channel, or NULL with errno set. */
+static struct rdma_event_channel *conn_channel(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int rc;
+
+	if (!ch)
+		return NULL;
+	ch->fd = xs_fd_high(ch->fd);
+	rc = conn_set_nonblock(ch->fd);
+	if (rc) {
+		rdma_destroy_event_channel(ch);
+		errno = -rc;
+		return NULL;
+	}
+	return ch;
 }
 
 static int64_t conn_now_ms(void)
@@ -309,16 +345,11 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	if (!c)
 		return -ENOMEM;
 	c->setup_us = xs_now_us();
-	c->ch = rdma_create_event_channel();
-	if (c->ch)
-		c->ch->fd = xs_fd_high(c->ch->fd);
+	c->ch = conn_channel();
 	if (!c->ch) {
 		rc = -errno;
 		goto out_destroy;
 	}
-	rc = conn_set_nonblock(c->ch->fd);
-	if (rc)
-		goto out_destroy;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
 		rc = -errno;
 		goto out_destroy;
@@ -398,16 +429,11 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->ch = rdma_create_event_channel();
-	if (c->ch)
-		c->ch->fd = xs_fd_high(c->ch->fd);
+	c->ch = conn_channel();
 	if (!c->ch) {
 		rc = -errno;
 		goto out;
 	}
-	rc = conn_set_nonblock(c->ch->fd);
-	if (rc)
-		goto out;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
 		rc = -errno;
 		goto out;
@@ -511,16 +537,11 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	l->backlog = backlog < 1      ? 1
 		     : backlog > 4096 ? 4096
 				      : (unsigned)backlog;
-	l->ch = rdma_create_event_channel();
-	if (l->ch)
-		l->ch->fd = xs_fd_high(l->ch->fd);
+	l->ch = conn_channel();
 	if (!l->ch) {
 		rc = -errno;
 		goto out_destroy;
 	}
-	rc = conn_set_nonblock(l->ch->fd);
-	if (rc)
-		goto out_destroy;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ||
 	    (local->sa_family == AF_INET6 &&
 	     rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY,
@@ -662,11 +683,8 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	rdma_ack_cm_event(ev);
 	c->setup_us = xs_now_us() - c->setup_us;
 	/* From now on its events go to its own channel. */
-	c->ch = rdma_create_event_channel();
-	if (c->ch)
-		c->ch->fd = xs_fd_high(c->ch->fd);
-	if (!c->ch || conn_set_nonblock(c->ch->fd) ||
-	    rdma_migrate_id(c->id, c->ch)) {
+	c->ch = conn_channel();
+	if (!c->ch || rdma_migrate_id(c->id, c->ch)) {
 		xs_conn_destroy(c);
 		return;
 	}

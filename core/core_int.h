@@ -88,10 +88,12 @@ void xs_dev_unlock(void);
 
 /**
  * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
- *                above, so that the application's fds stay as small as
- *                over kernel TCP (wrk's event loop has room for fds below
- *                10 + 3 x connections only, ae's setsize)
+ *                above, so that the application's own fds stay as small
+ *                as over kernel TCP: an event loop may size its tables by
+ *                the connections it opens (wrk's ae: 10 + 3 x connections;
+ *                a socket numbered past that is a "connect error")
  * @fd: an fd of ours; CLOEXEC after the move
+ * Context: any thread; two system calls.
  * Return: the new fd (@fd closed), or @fd when nothing is free up there.
  */
 int xs_fd_high(int fd);
@@ -199,5 +201,13 @@ int xs_neg_send_fallback(int fd);
 void xs_neg_lock(void);
 void xs_neg_unlock(void);
 void xs_neg_fork_child(void);
+
+/**
+ * xs_fd_dup_high() - a CLOEXEC dup of @fd, numbered as xs_fd_high() would
+ *                    place it, or anywhere when nothing is free up there
+ * @fd: any fd
+ * Return: the new fd, or -1 with errno set (fcntl(2)'s).
+ */
+int xs_fd_dup_high(int fd);
 
 #endif /* XS_CORE_CORE_INT_H */

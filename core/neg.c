@@ -541,7 +541,7 @@ int xs_neg_start(struct xs_sock *s, int fd, bool client)
 	j->client = client;
 	j->deadline_us = xs_now_us() +
 			 (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
-	j->fd = xs_fd_high(xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	j->fd = xs_fd_dup_high(fd);
 	j->evfd = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (j->fd < 0 || j->evfd < 0) {
 		rc = -errno;

@@ -1285,9 +1285,10 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 		return -EALREADY;
 	}
 	s->neg_gen = xs_fork_gen;
-	a->fd = xs_fd_high(xs_real.fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	a->fd = xs_fd_dup_high(fd);
 	if (s->connect_evfd < 0)
-		s->connect_evfd = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		s->connect_evfd =
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (a->fd < 0 || s->connect_evfd < 0) {
 		rc = -errno;
 		if (a->fd >= 0)

@@ -429,3 +429,29 @@ cpu_ticks() { "$XS_REMOTE" awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 	[[ $(stat sperf received) == $(($(stat pp64 sent) + $(stat pp16384 sent) + $(stat tp sent))) ]]
 	note "sockperf over RDMA (emulation): ping-pong $pp throughput 16 KiB: $tp"
 }
+
+@test "apps: wrk against node http under xsock: no connect errors, every connection over RDMA" {
+	command -v node >/dev/null && command -v wrk >/dev/null ||
+		{ echo "node or wrk not installed (tests/install-deps)"; false; }
+	# wrk's event loop has room for fds below 10 + 3 x connections (ae's
+	# setsize, 70 here): a socket numbered past that counts as a connect
+	# error. The library's own fds (CM and completion channels, eventfds)
+	# live above RLIMIT_NOFILE / 2, out of the application's way.
+	local js="process.on('SIGTERM', () => process.exit(0));
+		require('http').createServer((q, r) => r.end('hello\n')).listen($port, '$XS_ADDR_A');"
+	rm -f "$XS_RUN_DIR/node.stats"
+	remote_bg node env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/node.stats" node -e "$js"
+	server_ready node rdma
+	run --separate-stderr timeout 60 env $(xsenv wrk) wrk -t1 -c20 -d4s "http://$XS_ADDR_A:$port/"
+	echo "$output"
+	((status == 0))
+	[[ "$output" == *"Requests/sec:"* ]]
+	[[ "$output" != *"Socket errors"* && "$output" != *"Non-2xx"* ]]
+	cat "$XS_RUN_DIR/wrk.stats"
+	[[ $(stat wrk tcp) == 0 && $(stat wrk connects) -ge 20 ]]
+	"$XS_REMOTE" --kill node --signal TERM || true
+	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -f '[n]ode -e' >/dev/null; do sleep 0.1; done"
+	cat "$XS_RUN_DIR/node.stats"
+	[[ $(stat node tcp) == 0 && $(stat node accepts) -ge 20 ]]
+	note "wrk -t1 -c20 -d4s against node http over xsock: $(awk '/^Requests\/sec:/ { print $2 }' <<<"$output") req/s, no socket errors"
+}
