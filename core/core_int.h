@@ -113,8 +113,13 @@ int xs_sock_connect_reason(int rc);
 /* An IPv4-mapped IPv6 address as AF_INET, in place. */
 void xs_sock_addr_unmap(struct sockaddr_storage *ss);
 
+/* xs_sock_neg_done() @reason: the peer closed (or reset) the TCP
+ * connection before a transport was decided. Nobody's bytes moved, so
+ * it is no fallback: kernel TCP carries its EOF, counted undecided. */
+#define XS_NEG_PEER_GONE (-1)
+
 /* The negotiation of @s ended: RDMA (@reason XS_FB_NONE, attached), or
- * kernel TCP for @reason. Wakes the waits. */
+ * kernel TCP for @reason (or XS_NEG_PEER_GONE). Wakes the waits. */
 void xs_sock_neg_done(struct xs_sock *s, int reason);
 
 /* Incremented in each forked child: a worker of another generation

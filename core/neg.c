@@ -388,6 +388,8 @@ static int neg_client(struct neg_job *j)
 		r = neg_peek(j->fd, XS_TCP_REPLY, &m);
 		if (r == 1)
 			break;
+		if (r == -2)
+			return XS_NEG_PEER_GONE;
 		if (r < 0)
 			return XS_FB_PEER_NO_XSOCK; /* the server wrote first */
 		if (!neg_wanted(s))
@@ -449,8 +451,10 @@ static int neg_server(struct neg_job *j)
 		r = neg_peek(j->fd, XS_TCP_HELLO, &m);
 		if (r == 1)
 			break;
+		if (r == -2)
+			return XS_NEG_PEER_GONE;
 		if (r < 0)
-			return XS_FB_PEER_NO_XSOCK; /* its bytes, or its EOF */
+			return XS_FB_PEER_NO_XSOCK; /* its bytes */
 		if (!neg_wanted(s))
 			return XS_FB_PEER_NO_XSOCK;
 		/* a client that probed sends its hello: worth the wait */
@@ -477,7 +481,7 @@ static int neg_server(struct neg_job *j)
 	if (neg_send_msg(j->fd, &reply) < 0) {
 		if (slot >= 0)
 			xs_conn_destroy(neg_wait_take(slot));
-		return XS_FB_PEER_NO_XSOCK;
+		return XS_NEG_PEER_GONE;
 	}
 	if (slot < 0) {
 		xs_info("neg", "no rendezvous listener (%s): tcp",
@@ -494,7 +498,9 @@ static int neg_server(struct neg_job *j)
 		r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
 		if (r != 0 || !neg_wanted(s)) {
 			xs_conn_destroy(neg_wait_take(slot));
-			return r == 1 ? XS_FB_RESOURCE : XS_FB_PEER_NO_XSOCK;
+			return r == 1	 ? XS_FB_RESOURCE
+			       : r == -2 ? XS_NEG_PEER_GONE
+					 : XS_FB_PEER_NO_XSOCK;
 		}
 		neg_wait_io(j->fd, j->evfd, NEG_STEP_MS);
 	}

@@ -680,15 +680,18 @@ void xs_sock_set_fd(struct xs_sock *s, int fd)
 static void sock_set_kind(struct xs_sock *s, enum xs_fd_kind kind, int reason)
 {
 	enum xs_fd_kind old = xs_sock_kind(s);
+	bool gone = reason == XS_NEG_PEER_GONE; /* counted undecided */
 
 	XS_ASSERT(old == kind || old == XS_KIND_PENDING ||
 		  (old == XS_KIND_TCP && kind == XS_KIND_LISTEN));
 	if (old == kind)
 		return;
+	if (gone)
+		reason = XS_FB_NONE;
 	s->reason = reason;
 	s->pub->kind = (uint8_t)kind;
 	s->pub->reason = (uint8_t)reason;
-	xs_stats_inc(decided[kind]);
+	xs_stats_inc(decided[gone ? XS_KIND_PENDING : kind]);
 	if (reason != XS_FB_NONE)
 		xs_stats_inc(fallback[reason]);
 	atomic_store_explicit(&s->kind, kind, memory_order_release);
@@ -1103,7 +1106,10 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 		(void)!eventfd_read(s->connect_evfd, &v);
 	}
 	if (s->connect_evfd < 0)
-		s->connect_evfd = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		__atomic_store_n(&s->connect_evfd,
+				 xs_fd_high(eventfd(0, EFD_CLOEXEC |
+							       EFD_NONBLOCK)),
+				 __ATOMIC_RELEASE);
 	rc = s->connect_evfd < 0 ? -errno
 				 : xs_neg_start(s, fd, role == XS_NEG_CLIENT);
 	if (rc) {
@@ -1331,17 +1337,31 @@ bool xs_sock_connecting(struct xs_sock *s)
 
 int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = s->connect_evfd, .events = POLLIN };
-	int n;
+	uint64_t deadline = timeout_ms > 0 ? xs_now_us() +
+						     (uint64_t)timeout_ms * 1000u
+					   : 0;
+	struct pollfd pfd = { .events = POLLIN };
+	int n, ms;
 
 	while (xs_sock_connecting(s)) {
 		if (timeout_ms == 0)
 			return -EAGAIN;
-		n = xs_real.poll(&pfd, 1, timeout_ms);
+		ms = timeout_ms;
+		if (deadline) {
+			uint64_t now = xs_now_us();
+
+			if (now >= deadline)
+				return -EAGAIN;
+			ms = (int)((deadline - now + 999) / 1000);
+		}
+		/* Another thread's claim makes the eventfd a moment after it
+		 * marked the socket connecting: until then, look every ms. */
+		pfd.fd = __atomic_load_n(&s->connect_evfd, __ATOMIC_ACQUIRE);
+		if (pfd.fd < 0 && (ms < 0 || ms > 1))
+			ms = 1;
+		n = xs_real.poll(&pfd, 1, ms);
 		if (n < 0 && errno == EINTR)
 			return -EINTR;
-		if (n == 0)
-			return -EAGAIN;
 	}
 	return 0;
 }

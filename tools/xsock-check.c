@@ -356,13 +356,15 @@ static void *serve_conn(void *arg)
 	char line[256], *buf;
 	unsigned long size = 0, count = 0, i;
 
-	find_slot(fd, &c);
 	if (read_line(fd, line, sizeof(line), 10000) != 0 ||
 	    sscanf(line, CHECK_MAGIC " %lu %lu", &size, &count) != 2 ||
 	    size == 0 || size > CHECK_MAX_SIZE) {
 		close(fd);
 		return NULL;
 	}
+	/* after the first read: the transport is decided by then (the
+	 * first I/O negotiates it, core/neg.c) */
+	find_slot(fd, &c);
 	snprintf(line, sizeof(line), CHECK_MAGIC " %s %s %s %u %llu\n",
 		 c.known ? c.transport : "unknown", c.known ? c.reason : "-",
 		 c.known && c.device[0] ? c.device : "-", c.qp_num,

@@ -16,10 +16,12 @@ CHECK=build/bin/xsock-check
 
 # remote_pid CMDLINE - the pid of the server-side process whose command
 # line starts with CMDLINE (anchored: in topology one, xs-remote's own
-# command line, which holds the pattern, runs on the same guest).
+# command line, which holds the pattern, runs on the same guest). The
+# oldest: the library's helper (xsock-cm, forked by the server when it
+# listened) has the same command line.
 remote_pid()
 {
-	"$XS_REMOTE" pgrep -n -f "^$1"
+	"$XS_REMOTE" pgrep -o -f "^$1"
 }
 
 # json_check JSON PYEXPR... - each Python expression over the parsed
