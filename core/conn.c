@@ -634,6 +634,13 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 	rc = conn_setup_qp(c, &l->params);
 	if (rc)
 		goto out_reject;
+	/* Its own event channel now, not once established: an fd that is
+	 * not there (RLIMIT_NOFILE) is a reject the client falls back from,
+	 * never a connection it thinks is up and the server drops. */
+	c->ch = conn_channel();
+	rc = -errno;
+	if (!c->ch)
+		goto out_reject;
 	conn_fill_hello(c, &l->params);
 	xs_wire_hello_encode(&c->local, hello);
 	conn_param(&param, hello, c->dev, &req);
@@ -683,8 +690,7 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	rdma_ack_cm_event(ev);
 	c->setup_us = xs_now_us() - c->setup_us;
 	/* From now on its events go to its own channel. */
-	c->ch = conn_channel();
-	if (!c->ch || rdma_migrate_id(c->id, c->ch)) {
+	if (rdma_migrate_id(c->id, c->ch)) {
 		xs_conn_destroy(c);
 		return;
 	}

@@ -348,7 +348,10 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One echo connection of the server. */
+static void addr_str(const struct sockaddr_storage *ss, char *out, size_t len);
+
+/* One echo connection of the server: its "accepted" line once its first
+ * line is read. */
 static void *serve_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -356,15 +359,24 @@ static void *serve_conn(void *arg)
 	char line[256], *buf;
 	unsigned long size = 0, count = 0, i;
 
-	if (read_line(fd, line, sizeof(line), 10000) != 0 ||
-	    sscanf(line, CHECK_MAGIC " %lu %lu", &size, &count) != 2 ||
+	bool ok = read_line(fd, line, sizeof(line), 10000) == 0;
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	char who[80] = "?";
+
+	/* after the first read: the transport is decided by then (the
+	 * first I/O negotiates it, core/neg.c) */
+	find_slot(fd, &c);
+	if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+		addr_str(&peer, who, sizeof(who));
+	printf("accepted %s over %s\n", who,
+	       c.known ? c.what : "? (xsock not active)");
+	fflush(stdout);
+	if (!ok || sscanf(line, CHECK_MAGIC " %lu %lu", &size, &count) != 2 ||
 	    size == 0 || size > CHECK_MAX_SIZE) {
 		close(fd);
 		return NULL;
 	}
-	/* after the first read: the transport is decided by then (the
-	 * first I/O negotiates it, core/neg.c) */
-	find_slot(fd, &c);
 	snprintf(line, sizeof(line), CHECK_MAGIC " %s %s %s %u %llu\n",
 		 c.known ? c.transport : "unknown", c.known ? c.reason : "-",
 		 c.known && c.device[0] ? c.device : "-", c.qp_num,
@@ -411,7 +423,7 @@ static int run_server(const char *host, const char *port, bool once)
 	struct sockaddr_storage peer;
 	socklen_t plen;
 	struct carried c;
-	char who[80], bound[32];
+	char bound[32];
 	pthread_t t;
 	int lfd, fd, one = 1, rc;
 
@@ -456,11 +468,6 @@ static int run_server(const char *host, const char *port, bool once)
 				strerror(errno));
 			return 2;
 		}
-		find_slot(fd, &c);
-		addr_str(&peer, who, sizeof(who));
-		printf("accepted %s over %s\n", who,
-		       c.known ? c.what : "? (xsock not active)");
-		fflush(stdout);
 		if (once) {
 			serve_conn((void *)(intptr_t)fd);
 			return 0;

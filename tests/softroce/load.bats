@@ -153,8 +153,11 @@ every_fallback_has_reason()
 	echo "server cm_ids: $cms"
 	((fds == base))
 	[[ -z "$qps" ]]
-	# only the listener's cm_id is left
-	[[ $(grep -c . <<<"$cms") == 1 && "$cms" == *LISTEN* ]]
+	# none is left: the server's rendezvous listener listens on every
+	# device (a wildcard cm_id, listed under no process), and the one on
+	# $port that answers probes is the xsock-cm helper's, still there
+	[[ -z "$cms" ]]
+	"$XS_REMOTE" bash -c "rdma res show cm_id | grep -E 'state LISTEN .*:$port( |\$)'"
 	storm_stop "$name"
 	cat "$XS_RUN_DIR/$name.stats"
 	(($(stat "$name" rdma) == $(stat cli rdma) + $(stat warm rdma)))
