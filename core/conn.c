@@ -209,9 +209,9 @@ static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 	c->local.credits = p->credits;
 	c->local.eager_size = p->eager_size;
 	c->local.max_rndv = p->max_rndv;
-	c->local.conn_id = p->token ? p->token
-				    : (uint64_t)(uintptr_t)c ^
-					      (uint64_t)conn_now_ms();
+	c->local.conn_id =
+		p->token ? p->token
+			 : (uint64_t)(uintptr_t)c ^ (uint64_t)conn_now_ms();
 }
 
 /* CQ, completion channel, QP and the receive ring on c->id. */
@@ -408,14 +408,14 @@ out_destroy:
 static uint32_t conn_probe_qpn(void)
 {
 	static atomic_uint seq;
-	uint32_t n = (uint32_t)getpid() * 2654435761u + atomic_fetch_add(&seq, 1);
+	uint32_t n =
+		(uint32_t)getpid() * 2654435761u + atomic_fetch_add(&seq, 1);
 
 	n &= 0xffffffu;
 	return n ? n : 1;
 }
 
-int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
-		  int timeout_ms)
+int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
 {
 	int64_t deadline = conn_now_ms() + timeout_ms;
 	uint8_t hello[XS_WIRE_HELLO_LEN];

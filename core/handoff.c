@@ -80,8 +80,8 @@ static struct handoff_slot *handoff_map(bool create)
 	snprintf(path, sizeof(path), "/dev/shm/xsock-handoff-%u",
 		 (unsigned int)geteuid());
 	fd = open(path,
-			  O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
-			  0600);
+		  O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
+		  0600);
 	if (!create)
 		handoff_tried = true;
 	if (fd < 0)
@@ -134,7 +134,8 @@ void xs_handoff_put(int fd, unsigned int state, unsigned int strip)
 	}
 	/* full: the oldest record goes */
 	want = atomic_load(&old->cookie);
-	if (want <= 1 || !atomic_compare_exchange_strong(&old->cookie, &want, 1))
+	if (want <= 1 ||
+	    !atomic_compare_exchange_strong(&old->cookie, &want, 1))
 		return;
 	i = (size_t)(old - t);
 fill:
@@ -207,11 +208,11 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (!xs_handoff_take_cookie(handoff_cookie(fd), &state, &strip))
 		goto out_none;
 	fl = xs_real.fcntl(fd, F_GETFL);
-	s = xs_sock_create(ss.ss_family,
-			   SOCK_STREAM | (fl >= 0 && (fl & O_NONBLOCK)
-						  ? SOCK_NONBLOCK
-						  : 0),
-			   IPPROTO_TCP);
+	s = xs_sock_create(
+		ss.ss_family,
+		SOCK_STREAM |
+			(fl >= 0 && (fl & O_NONBLOCK) ? SOCK_NONBLOCK : 0),
+		IPPROTO_TCP);
 	if (!s)
 		goto out_none;
 	xs_sock_adopted(s, fd, state, strip);
@@ -232,8 +233,8 @@ bool xs_sock_same(int a, int b)
 
 /* The key of a probe record: tag bit, client address, both ports (never
  * a SO_COOKIE, which counts up from 1). */
-static uint64_t handoff_probe_key(const struct sockaddr *client,
-				  uint16_t cport, uint16_t sport)
+static uint64_t handoff_probe_key(const struct sockaddr *client, uint16_t cport,
+				  uint16_t sport)
 {
 	uint64_t k = 0;
 	const uint8_t *a;
@@ -281,7 +282,8 @@ void xs_handoff_note_probe(const struct sockaddr *client, uint16_t cport,
 		}
 	}
 	want = atomic_load(&old->cookie);
-	if (want <= 1 || !atomic_compare_exchange_strong(&old->cookie, &want, 1))
+	if (want <= 1 ||
+	    !atomic_compare_exchange_strong(&old->cookie, &want, 1))
 		return;
 	i = (size_t)(old - t);
 fill:

@@ -65,8 +65,8 @@ static int helper_fd = -1; /* our end of the control socket */
 struct helper_listen {
 	struct sockaddr_storage addr; /* family 0: free */
 	struct xs_listener *l;
-	uint64_t ino;	   /* the kernel listener it speaks for */
-	uint64_t next_us;  /* when to look again that it still listens */
+	uint64_t ino;	  /* the kernel listener it speaks for */
+	uint64_t next_us; /* when to look again that it still listens */
 };
 
 /*
@@ -110,7 +110,7 @@ static bool helper_same_addr(const struct sockaddr_storage *a,
 			     const struct sockaddr_storage *b)
 {
 	size_t n = a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-					     : sizeof(struct sockaddr_in);
+					    : sizeof(struct sockaddr_in);
 
 	return a->ss_family == b->ss_family && memcmp(a, b, n) == 0;
 }
@@ -313,8 +313,8 @@ static int helper_get_locked(void)
 
 	if (helper_fd >= 0)
 		return helper_fd;
-	if (xs_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
-			       sv) < 0)
+	if (xs_real.socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) <
+	    0)
 		return -errno;
 	xs_handoff_init(); /* the helper notes probes in the family's table */
 	pid = xs_real.fork();
@@ -408,9 +408,9 @@ int xs_helper_probe(const struct sockaddr *dst, uint16_t tcp_port,
 
 int xs_helper_listen(const struct sockaddr *local, int afonly, uint64_t ino)
 {
-	struct helper_req req = {
-		.op = HELPER_LISTEN, .afonly = afonly, .ino = ino
-	};
+	struct helper_req req = { .op = HELPER_LISTEN,
+				  .afonly = afonly,
+				  .ino = ino };
 
 	memcpy(&req.addr, local,
 	       local->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)

@@ -55,8 +55,8 @@
 #include "stats.h"
 #include "stream.h"
 
-#define NEG_WAITS     1024 /* negotiations between reply and QP */
-#define NEG_STEP_MS   100  /* a worker looks at refcnt this often */
+#define NEG_WAITS   1024 /* negotiations between reply and QP */
+#define NEG_STEP_MS 100	 /* a worker looks at refcnt this often */
 /*
  * The application writes before the client's hello came: a client with
  * xsock sent it right after its handshake's last ACK, so it is at most a
@@ -66,15 +66,15 @@
 #define NEG_HURRY_MS 5 /* for a client whose probe this host never saw */
 
 struct neg_wait {
-	uint64_t token;	    /* 0: free */
+	uint64_t token;	      /* 0: free */
 	struct xs_conn *conn; /* the QP that came with the token */
-	int evfd;	    /* the worker's: written when conn is set */
+	int evfd;	      /* the worker's: written when conn is set */
 	struct sockaddr_storage peer; /* the TCP peer: only its host may come */
 };
 
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct xs_listener *neg_rdv; /* rendezvous listener; neg_lock */
-static uint16_t neg_rdv_port;	    /* its port; neg_lock */
+static struct xs_listener *neg_rdv;	     /* rendezvous listener; neg_lock */
+static uint16_t neg_rdv_port;		     /* its port; neg_lock */
 static struct neg_wait neg_waits[NEG_WAITS]; /* neg_lock */
 static int neg_wake = -1;		     /* eventfd for xsock-cm */
 static bool neg_running;		     /* xsock-cm is up; neg_lock */
@@ -140,9 +140,9 @@ static void *neg_main(void *arg)
 		pthread_mutex_lock(&neg_lock);
 		pfd[n++] = (struct pollfd){ .fd = neg_wake, .events = POLLIN };
 		if (neg_rdv)
-			pfd[n++] = (struct pollfd){
-				.fd = xs_listener_fd(neg_rdv), .events = POLLIN
-			};
+			pfd[n++] =
+				(struct pollfd){ .fd = xs_listener_fd(neg_rdv),
+						 .events = POLLIN };
 		pthread_mutex_unlock(&neg_lock);
 		if (xs_real.poll(pfd, n, 1000) < 0 && errno != EINTR)
 			xs_real.poll(NULL, 0, 10);
@@ -337,8 +337,7 @@ static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
 		return -2;
 	n = xs_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ||
-				       errno == EINTR
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
 			       ? 0
 			       : -2;
 	if (n == 0)
@@ -465,8 +464,9 @@ static int neg_server(struct neg_job *j)
 		    xs_now_us() >= idle_until) {
 			/* the application writes first, or the peer says
 			 * nothing: TCP; a hello that comes late is stripped */
-			atomic_store(&s->strip, (1u << XS_TCP_HELLO) |
-							(1u << XS_TCP_FALLBACK));
+			atomic_store(&s->strip,
+				     (1u << XS_TCP_HELLO) |
+					     (1u << XS_TCP_FALLBACK));
 			return XS_FB_PEER_NO_XSOCK;
 		}
 		neg_wait_io(j->fd, j->evfd, hurry_until ? 1 : NEG_STEP_MS);
@@ -597,9 +597,10 @@ int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
 			}
 			/* a hello may be followed by a fallback; a fallback
 			 * or a reply is the last word */
-			atomic_store(&s->strip, m.type == XS_TCP_HELLO
-							? mask & ~(1u << XS_TCP_HELLO)
-							: 0);
+			atomic_store(&s->strip,
+				     m.type == XS_TCP_HELLO
+					     ? mask & ~(1u << XS_TCP_HELLO)
+					     : 0);
 			continue;
 		}
 		if (r < 0) { /* application bytes, EOF or an error */
@@ -611,8 +612,8 @@ int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
 
 			/* nothing at all: the kernel's EAGAIN; a prefix of
 			 * ours: ours, until the rest comes */
-			return xs_real.recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >
-					       0
+			return xs_real.recv(fd, &b, 1,
+					    MSG_PEEK | MSG_DONTWAIT) > 0
 				       ? -EAGAIN
 				       : 0;
 		}
@@ -641,9 +642,9 @@ int xs_neg_client_run(struct xs_sock *s, int fd)
 		.s = s,
 		.fd = fd,
 		.client = true,
-		.deadline_us = xs_now_us() +
-			       (uint64_t)xs_core_cfg()->connect_timeout_ms *
-				       1000u,
+		.deadline_us =
+			xs_now_us() +
+			(uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u,
 	};
 	int reason;
 

@@ -177,8 +177,7 @@ int xs_wire_tcp_decode(const void *buf, size_t len, int type,
 	head[5] = (uint8_t)type;
 	if (n && memcmp(p, head, type ? n : (n < 5 ? n : 5)))
 		return -1;
-	if (n > 5 && !type &&
-	    (p[5] < XS_TCP_HELLO || p[5] > XS_TCP_FALLBACK))
+	if (n > 5 && !type && (p[5] < XS_TCP_HELLO || p[5] > XS_TCP_FALLBACK))
 		return -1;
 	if (len < XS_TCP_MSG_LEN)
 		return 0;

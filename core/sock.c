@@ -955,14 +955,12 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	}
 	s->local_len = sizeof(s->local);
 	s->peer_len = sizeof(s->peer);
-	if (fd < 0 ||
-	    xs_real.getsockname(fd, (struct sockaddr *)&s->local,
-				&s->local_len) < 0)
+	if (fd < 0 || xs_real.getsockname(fd, (struct sockaddr *)&s->local,
+					  &s->local_len) < 0)
 		sock_addr_as(s->domain, rdma_get_local_addr(c->id), &s->local,
 			     &s->local_len);
-	if (fd < 0 ||
-	    xs_real.getpeername(fd, (struct sockaddr *)&s->peer,
-				&s->peer_len) < 0)
+	if (fd < 0 || xs_real.getpeername(fd, (struct sockaddr *)&s->peer,
+					  &s->peer_len) < 0)
 		sock_addr_as(s->domain, rdma_get_peer_addr(c->id), &s->peer,
 			     &s->peer_len);
 	sock_pub_addr(&s->pub->local, (struct sockaddr *)&s->local,
@@ -1106,10 +1104,10 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 		(void)!eventfd_read(s->connect_evfd, &v);
 	}
 	if (s->connect_evfd < 0)
-		__atomic_store_n(&s->connect_evfd,
-				 xs_fd_high(eventfd(0, EFD_CLOEXEC |
-							       EFD_NONBLOCK)),
-				 __ATOMIC_RELEASE);
+		__atomic_store_n(
+			&s->connect_evfd,
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+			__ATOMIC_RELEASE);
 	rc = s->connect_evfd < 0 ? -errno
 				 : xs_neg_start(s, fd, role == XS_NEG_CLIENT);
 	if (rc) {
@@ -1119,8 +1117,9 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 			(void)xs_neg_send_fallback(fd);
 			atomic_store(&s->strip, 1u << XS_TCP_REPLY);
 		} else {
-			atomic_store(&s->strip, (1u << XS_TCP_HELLO) |
-							(1u << XS_TCP_FALLBACK));
+			atomic_store(&s->strip,
+				     (1u << XS_TCP_HELLO) |
+					     (1u << XS_TCP_FALLBACK));
 		}
 		xs_sock_neg_done(s, XS_FB_RESOURCE);
 		return false;
@@ -1337,9 +1336,8 @@ bool xs_sock_connecting(struct xs_sock *s)
 
 int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
 {
-	uint64_t deadline = timeout_ms > 0 ? xs_now_us() +
-						     (uint64_t)timeout_ms * 1000u
-					   : 0;
+	uint64_t deadline =
+		timeout_ms > 0 ? xs_now_us() + (uint64_t)timeout_ms * 1000u : 0;
 	struct pollfd pfd = { .events = POLLIN };
 	int n, ms;
 
@@ -1511,8 +1509,8 @@ static void sock_listen_retry(struct xs_sock *s, int fd)
 		return;
 	xs_sock_addr_unmap(&local);
 	if (sock_probe_listener(s, fd, (struct sockaddr *)&local,
-				local.ss_family == AF_INET6 && sock_v6only(fd)) ==
-	    0)
+				local.ss_family == AF_INET6 &&
+					sock_v6only(fd)) == 0)
 		xs_dbg("sock", "fd %d: probes answered here now", fd);
 }
 
