@@ -61,7 +61,7 @@ static void hello_case(void (*mutate)(uint8_t *), size_t len, int rc)
 /* One mutation of a valid hello each, a table: one line a case. */
 /* clang-format off */
 static void m_magic(uint8_t *b) { b[0] = 'Y'; }
-static void m_version(uint8_t *b) { b[4] = 2; }
+static void m_version(uint8_t *b) { b[4] = XS_WIRE_VERSION + 1; }
 static void m_flags(uint8_t *b) { b[5] = 0x80; }
 static void m_credits0(uint8_t *b) { b[6] = 0; b[7] = 0; }
 static void m_credits_big(uint8_t *b) { b[6] = 0x10; b[7] = 0x01; } /* 4097 */
