@@ -274,3 +274,100 @@ XT_TEST(busy_reject_round_trip)
 	buf[0] ^= 1; /* not our magic */
 	XT_ASSERT(!xs_wire_reject_is_busy(buf, XS_WIRE_REJECT_LEN));
 }
+
+XT_TEST(xsock_reject_is_not_busy)
+{
+	uint8_t buf[XS_WIRE_REJECT_LEN] = { 0 };
+
+	xs_wire_reject_xsock_encode(buf);
+	XT_ASSERT(xs_wire_reject_is_xsock(buf, sizeof(buf)));
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, sizeof(buf)));
+	XT_ASSERT(!xs_wire_reject_is_xsock(buf, sizeof(buf) - 1));
+	XT_ASSERT(!xs_wire_reject_is_xsock(NULL, 0));
+	xs_wire_reject_busy_encode(buf);
+	XT_ASSERT(!xs_wire_reject_is_xsock(buf, sizeof(buf)));
+}
+
+/* The control messages on the kernel TCP connection (core/neg.c). */
+XT_TEST(tcp_msg_round_trips)
+{
+	struct xs_tcp_msg m = { .type = XS_TCP_REPLY,
+				.rdma = 1,
+				.port = 40000,
+				.token = 0x1122334455667788ull },
+			  d = { 0 };
+	uint8_t buf[XS_TCP_MSG_LEN];
+	int type;
+
+	XT_ASSERT_EQ(xs_wire_tcp_encode(&m, buf), XS_TCP_MSG_LEN);
+	XT_ASSERT_EQ(buf[0], 0xf5); /* no text protocol starts so */
+	XT_ASSERT_EQ(xs_wire_tcp_decode(buf, sizeof(buf), XS_TCP_REPLY, &d), 1);
+	XT_ASSERT_EQ(d.type, XS_TCP_REPLY);
+	XT_ASSERT_EQ(d.rdma, 1);
+	XT_ASSERT_EQ(d.port, 40000);
+	XT_ASSERT(d.token == m.token);
+	/* a reply that says TCP carries no port and no token */
+	m = (struct xs_tcp_msg){ .type = XS_TCP_REPLY, .port = 1, .token = 2 };
+	xs_wire_tcp_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_tcp_decode(buf, sizeof(buf), XS_TCP_REPLY, &d), 1);
+	XT_ASSERT(d.rdma == 0 && d.port == 0 && d.token == 0);
+	for (type = XS_TCP_HELLO; type <= XS_TCP_FALLBACK; type++) {
+		m = (struct xs_tcp_msg){ .type = (enum xs_tcp_type)type };
+		xs_wire_tcp_encode(&m, buf);
+		XT_ASSERT_EQ(xs_wire_tcp_decode(buf, sizeof(buf), type, &d), 1);
+		XT_ASSERT_EQ(xs_wire_tcp_decode(buf, sizeof(buf), 0, &d), 1);
+		XT_ASSERT_EQ(d.type, type);
+		/* another type than the one expected is not ours */
+		XT_ASSERT_EQ(
+			xs_wire_tcp_decode(buf, sizeof(buf), type % 3 + 1, &d),
+			-1);
+	}
+}
+
+XT_TEST(tcp_msg_prefixes_and_rejections)
+{
+	struct xs_tcp_msg m = { .type = XS_TCP_HELLO }, d = { .port = 7 };
+	uint8_t buf[XS_TCP_MSG_LEN], bad[XS_TCP_MSG_LEN];
+	size_t n;
+
+	xs_wire_tcp_encode(&m, buf);
+	/* every proper prefix of a hello may still become one */
+	for (n = 0; n < XS_TCP_MSG_LEN; n++)
+		XT_ASSERT_EQ(xs_wire_tcp_decode(buf, n, XS_TCP_HELLO, &d), 0);
+	XT_ASSERT_EQ(d.port, 7); /* untouched */
+	/* the application's own first byte is no message of ours */
+	memcpy(bad, "GET / HTTP/1.1\r\nHost: x\r\n", sizeof(bad));
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, 1, XS_TCP_HELLO, &d), -1);
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), 0, &d), -1);
+	/* a version we do not speak, an unknown type */
+	memcpy(bad, buf, sizeof(bad));
+	bad[4] = XS_WIRE_VERSION + 1;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_HELLO, &d),
+		     -1);
+	memcpy(bad, buf, sizeof(bad));
+	bad[5] = 9;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, 6, 0, &d), -1);
+	/* reserved bytes, rdma on a hello, rdma > 1, a reply without port */
+	memcpy(bad, buf, sizeof(bad));
+	bad[7] = 1;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_HELLO, &d),
+		     -1);
+	memcpy(bad, buf, sizeof(bad));
+	bad[12] = 1;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_HELLO, &d),
+		     -1);
+	memcpy(bad, buf, sizeof(bad));
+	bad[6] = 1;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_HELLO, &d),
+		     -1);
+	m = (struct xs_tcp_msg){ .type = XS_TCP_REPLY, .rdma = 1, .port = 9 };
+	xs_wire_tcp_encode(&m, bad);
+	bad[6] = 2;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_REPLY, &d),
+		     -1);
+	bad[6] = 1;
+	bad[8] = bad[9] = 0;
+	XT_ASSERT_EQ(xs_wire_tcp_decode(bad, sizeof(bad), XS_TCP_REPLY, &d),
+		     -1);
+	XT_ASSERT_EQ(d.port, 7);
+}
