@@ -144,15 +144,19 @@ static void *neg_main(void *arg)
 				(struct pollfd){ .fd = xs_listener_fd(neg_rdv),
 						 .events = POLLIN };
 		pthread_mutex_unlock(&neg_lock);
-		if (xs_real.poll(pfd, n, 1000) < 0 && errno != EINTR)
+		/* No timeout: the listener's channel or the eventfd (a new
+		 * listener) wakes it, so an idle process never runs it (nor
+		 * bumps the readiness news an idle epoll set skips by). */
+		if (xs_real.poll(pfd, n, -1) < 0 && errno != EINTR)
 			xs_real.poll(NULL, 0, 10);
 		pthread_mutex_lock(&neg_lock);
-		(void)!eventfd_read(neg_wake, &v);
-		if (neg_rdv) {
-			xs_listener_poll(neg_rdv, true);
+		if (pfd[0].revents)
+			(void)!eventfd_read(neg_wake, &v);
+		if (neg_rdv && n > 1 && pfd[1].revents &&
+		    pfd[1].fd == xs_listener_fd(neg_rdv) &&
+		    xs_listener_poll(neg_rdv, true) > 0)
 			while (xs_listener_accept(neg_rdv, &c, 0) == 0)
 				neg_route(c);
-		}
 		pthread_mutex_unlock(&neg_lock);
 	}
 	return NULL;
