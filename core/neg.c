@@ -72,9 +72,31 @@ struct neg_wait {
 	struct sockaddr_storage peer; /* the TCP peer: only its host may come */
 };
 
+/* One claimed socket's negotiation: a client's on a worker thread of its
+ * own, a server's a state machine that xsock-cm steps (neg_server_step). */
+struct neg_job {
+	struct xs_sock *s; /* a reference */
+	int fd;		   /* our dup of the kernel socket */
+	int evfd;	   /* wakes the worker: hurry, or the QP came */
+	bool client;
+	uint64_t deadline_us; /* client: give up waiting for the reply */
+	/* server */
+	int state;	      /* NEG_S_HELLO, then NEG_S_QP */
+	int slot;	      /* NEG_S_QP: its neg_waits[] entry */
+	uint64_t idle_until;  /* no hello by then: TCP */
+	uint64_t hurry_until; /* the application writes first: TCP then */
+	uint64_t looked_us;   /* its last step */
+	int pidx;	      /* its socket's entry in xsock-cm's poll set */
+	struct neg_job *next; /* neg_jobs */
+};
+
+enum { NEG_S_HELLO, NEG_S_QP };
+#define NEG_CONTINUE (-100) /* neg_server_step(): not decided yet */
+
 static pthread_mutex_t neg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct xs_listener *neg_rdv;	     /* rendezvous listener; neg_lock */
-static uint16_t neg_rdv_port;		     /* its port; neg_lock */
+static struct neg_job *neg_jobs;    /* servers' negotiations; neg_lock */
+static struct xs_listener *neg_rdv; /* rendezvous listener; neg_lock */
+static uint16_t neg_rdv_port;	    /* its port; neg_lock */
 static struct neg_wait neg_waits[NEG_WAITS]; /* neg_lock */
 static int neg_wake = -1;		     /* eventfd for xsock-cm */
 static bool neg_running;		     /* xsock-cm is up; neg_lock */
@@ -126,37 +148,118 @@ static void neg_route(struct xs_conn *c)
 	xs_conn_destroy(c);
 }
 
+static int neg_server_step(struct neg_job *j);
+static void neg_finish(struct neg_job *j, int reason);
+
+/* The poll set of xsock-cm: its eventfd, the rendezvous listener, and
+ * each server negotiation's socket and eventfd. Return: the entries. */
+static nfds_t neg_poll_set(struct pollfd **pfd, size_t *cap, int *timeout)
+{
+	struct neg_job *j;
+	size_t want = 2;
+	nfds_t n = 0;
+
+	for (j = neg_jobs; j; j = j->next)
+		want += 2;
+	if (want > *cap) {
+		struct pollfd *p = realloc(*pfd, want * sizeof(*p));
+
+		if (p) {
+			*pfd = p;
+			*cap = want;
+		}
+	}
+	(*pfd)[n++] = (struct pollfd){ .fd = neg_wake, .events = POLLIN };
+	if (neg_rdv)
+		(*pfd)[n++] = (struct pollfd){ .fd = xs_listener_fd(neg_rdv),
+					       .events = POLLIN };
+	/* a negotiation looks at the clock and at its socket's references
+	 * (the application closed it) every NEG_STEP_MS, 1 ms hurried */
+	*timeout = neg_jobs ? NEG_STEP_MS : -1;
+	for (j = neg_jobs; j; j = j->next) {
+		if (j->hurry_until)
+			*timeout = 1;
+		j->pidx = -1;
+		if (n + 2 > *cap)
+			continue; /* no room: the timeout looks at it */
+		j->pidx = (int)n;
+		(*pfd)[n++] = (struct pollfd){ .fd = j->fd, .events = POLLIN };
+		(*pfd)[n++] =
+			(struct pollfd){ .fd = j->evfd, .events = POLLIN };
+	}
+	return n;
+}
+
 static void *neg_main(void *arg)
 {
-	struct pollfd pfd[2];
+	struct pollfd *pfd = NULL;
+	struct neg_job *j, *todo, *keep;
 	struct xs_conn *c;
+	size_t cap = 0;
 	eventfd_t v;
+	int timeout, reason;
+	uint64_t now;
+	bool rdv;
 	nfds_t n;
 	XS_INSIDE(); /* a thread of ours: rdma_cm and QP setup throughout */
 
 	(void)arg;
+	pfd = calloc(2, sizeof(*pfd));
+	if (!pfd)
+		return NULL; /* neg_running stays: new servers wait, then TCP */
+	cap = 2;
 	for (;;) {
-		n = 0;
 		pthread_mutex_lock(&neg_lock);
-		pfd[n++] = (struct pollfd){ .fd = neg_wake, .events = POLLIN };
-		if (neg_rdv)
-			pfd[n++] =
-				(struct pollfd){ .fd = xs_listener_fd(neg_rdv),
-						 .events = POLLIN };
+		n = neg_poll_set(&pfd, &cap, &timeout);
 		pthread_mutex_unlock(&neg_lock);
-		/* No timeout: the listener's channel or the eventfd (a new
-		 * listener) wakes it, so an idle process never runs it (nor
-		 * bumps the readiness news an idle epoll set skips by). */
-		if (xs_real.poll(pfd, n, -1) < 0 && errno != EINTR)
+		/* The listener's channel, the eventfds (a new listener, a new
+		 * negotiation, its news) or a negotiation's clock wake it: an
+		 * idle process never runs it. */
+		if (xs_real.poll(pfd, n, timeout) < 0 && errno != EINTR)
 			xs_real.poll(NULL, 0, 10);
 		pthread_mutex_lock(&neg_lock);
 		if (pfd[0].revents)
 			(void)!eventfd_read(neg_wake, &v);
-		if (neg_rdv && n > 1 && pfd[1].revents &&
-		    pfd[1].fd == xs_listener_fd(neg_rdv) &&
-		    xs_listener_poll(neg_rdv, true) > 0)
+		rdv = neg_rdv && n > 1 && pfd[1].revents &&
+		      pfd[1].fd == xs_listener_fd(neg_rdv);
+		if (rdv && xs_listener_poll(neg_rdv, true) > 0)
 			while (xs_listener_accept(neg_rdv, &c, 0) == 0)
 				neg_route(c);
+		todo = neg_jobs;
+		neg_jobs = NULL;
+		pthread_mutex_unlock(&neg_lock);
+		/* each negotiation a step, off the lock (attach takes the
+		 * socket's locks, a reply may create the listener) */
+		keep = NULL;
+		now = xs_now_us();
+		while ((j = todo)) {
+			todo = j->next;
+			/* its socket or eventfd spoke, or its clock is due */
+			if (j->pidx >= 0 && (nfds_t)j->pidx + 1 < n &&
+			    !pfd[j->pidx].revents &&
+			    !pfd[j->pidx + 1].revents &&
+			    now - j->looked_us <
+				    (j->hurry_until ? 1000u
+						    : NEG_STEP_MS * 1000u)) {
+				j->next = keep;
+				keep = j;
+				continue;
+			}
+			j->looked_us = now;
+			reason = neg_server_step(j);
+			if (reason == NEG_CONTINUE) {
+				j->next = keep;
+				keep = j;
+			} else {
+				neg_finish(j, reason);
+			}
+		}
+		pthread_mutex_lock(&neg_lock);
+		while ((j = keep)) {
+			keep = j->next;
+			j->next = neg_jobs;
+			neg_jobs = j;
+		}
 		pthread_mutex_unlock(&neg_lock);
 	}
 	return NULL;
@@ -275,20 +378,12 @@ void xs_neg_fork_child(void)
 	neg_rdv = NULL;
 	neg_rdv_port = 0;
 	memset(neg_waits, 0, sizeof(neg_waits));
+	neg_jobs = NULL; /* the parent's, which its xsock-cm finishes */
 	neg_running = false;
 	pthread_mutex_unlock(&neg_lock);
 }
 
 /* --------------------------------------------------- the negotiation */
-
-/* One claimed socket's negotiation, on its worker thread. */
-struct neg_job {
-	struct xs_sock *s; /* a reference */
-	int fd;		   /* our dup of the kernel socket */
-	int evfd;	   /* wakes the worker: hurry, or the QP came */
-	bool client;
-	uint64_t deadline_us; /* client: give up waiting for the reply */
-};
 
 static int neg_send_msg(int fd, const struct xs_tcp_msg *m)
 {
@@ -437,35 +532,41 @@ static int neg_client(struct neg_job *j)
 	return xs_sock_connect_reason(rc);
 }
 
-/* The server's side: the hello, the reply, then the QP. */
-static int neg_server(struct neg_job *j)
+/*
+ * One step of the server's side: the hello, the reply, then the QP.
+ * Called by xsock-cm, without neg_lock, whenever the socket or the
+ * eventfd is readable or NEG_STEP_MS (1 ms hurried) passed.
+ * Return: the fallback reason, XS_FB_NONE when RDMA, or NEG_CONTINUE.
+ */
+static int neg_server_step(struct neg_job *j)
 {
 	struct xs_sock *s = j->s;
 	struct sockaddr_storage peer;
 	socklen_t len = sizeof(peer);
 	struct xs_tcp_msg m, reply = { .type = XS_TCP_REPLY };
-	uint64_t hurry_until = 0, idle_until;
 	struct xs_conn *c;
-	int r, slot, rc;
+	eventfd_t v;
+	uint64_t now;
+	int r, rc;
 
-	idle_until = xs_now_us() +
-		     (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
-	for (;;) {
-		r = neg_peek(j->fd, XS_TCP_HELLO, &m);
-		if (r == 1)
-			break;
-		if (r == -2)
-			return XS_NEG_PEER_GONE;
-		if (r < 0)
-			return XS_FB_PEER_NO_XSOCK; /* its bytes */
+	(void)!eventfd_read(j->evfd, &v);
+	if (j->state == NEG_S_QP)
+		goto qp;
+	r = neg_peek(j->fd, XS_TCP_HELLO, &m);
+	if (r == -2)
+		return XS_NEG_PEER_GONE;
+	if (r < 0)
+		return XS_FB_PEER_NO_XSOCK; /* its bytes */
+	if (r == 0) {
 		if (!neg_wanted(s))
 			return XS_FB_PEER_NO_XSOCK;
+		now = xs_now_us();
 		/* a client that probed sends its hello: worth the wait */
 		if (atomic_load(&s->neg_hurry) && !s->neg_expect &&
-		    !hurry_until)
-			hurry_until = xs_now_us() + NEG_HURRY_MS * 1000u;
-		if ((hurry_until && xs_now_us() >= hurry_until) ||
-		    xs_now_us() >= idle_until) {
+		    !j->hurry_until)
+			j->hurry_until = now + NEG_HURRY_MS * 1000u;
+		if ((j->hurry_until && now >= j->hurry_until) ||
+		    now >= j->idle_until) {
 			/* the application writes first, or the peer says
 			 * nothing: TCP; a hello that comes late is stripped */
 			atomic_store(&s->strip,
@@ -473,42 +574,42 @@ static int neg_server(struct neg_job *j)
 					     (1u << XS_TCP_FALLBACK));
 			return XS_FB_PEER_NO_XSOCK;
 		}
-		neg_wait_io(j->fd, j->evfd, hurry_until ? 1 : NEG_STEP_MS);
+		return NEG_CONTINUE;
 	}
+	j->hurry_until = 0;
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
 		memset(&peer, 0, sizeof(peer));
 	/* see neg_client(): an ancestor's rdma-core state cannot serve */
-	slot = xs_dev_inherited() ? -EACCES
-				  : neg_wait_add(j->evfd, &peer, &reply.port,
-						 &reply.token);
-	reply.rdma = slot >= 0;
+	j->slot = xs_dev_inherited() ? -EACCES
+				     : neg_wait_add(j->evfd, &peer, &reply.port,
+						    &reply.token);
+	reply.rdma = j->slot >= 0;
 	if (neg_send_msg(j->fd, &reply) < 0) {
-		if (slot >= 0)
-			xs_conn_destroy(neg_wait_take(slot));
+		if (j->slot >= 0)
+			xs_conn_destroy(neg_wait_take(j->slot));
 		return XS_NEG_PEER_GONE;
 	}
-	if (slot < 0) {
+	if (j->slot < 0) {
 		xs_info("neg", "no rendezvous listener (%s): tcp",
-			strerror(-slot));
-		return slot == -ENODEV ? XS_FB_NO_DEVICE : XS_FB_RESOURCE;
+			strerror(-j->slot));
+		return j->slot == -ENODEV ? XS_FB_NO_DEVICE : XS_FB_RESOURCE;
 	}
+	j->state = NEG_S_QP;
+qp:
 	/* The client decides from here: its QP comes, or its fallback. */
-	for (;;) {
-		pthread_mutex_lock(&neg_lock);
-		c = neg_waits[slot].conn;
-		pthread_mutex_unlock(&neg_lock);
-		if (c)
-			break;
+	pthread_mutex_lock(&neg_lock);
+	c = neg_waits[j->slot].conn;
+	pthread_mutex_unlock(&neg_lock);
+	if (!c) {
 		r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
-		if (r != 0 || !neg_wanted(s)) {
-			xs_conn_destroy(neg_wait_take(slot));
-			return r == 1	 ? XS_FB_RESOURCE
-			       : r == -2 ? XS_NEG_PEER_GONE
-					 : XS_FB_PEER_NO_XSOCK;
-		}
-		neg_wait_io(j->fd, j->evfd, NEG_STEP_MS);
+		if (r == 0 && neg_wanted(s))
+			return NEG_CONTINUE;
+		xs_conn_destroy(neg_wait_take(j->slot));
+		return r == 1	 ? XS_FB_RESOURCE
+		       : r == -2 ? XS_NEG_PEER_GONE
+				 : XS_FB_PEER_NO_XSOCK;
 	}
-	c = neg_wait_take(slot);
+	c = neg_wait_take(j->slot);
 	rc = xs_sock_attach(s, c, j->fd);
 	if (rc)
 		return XS_FB_RESOURCE;
@@ -516,17 +617,12 @@ static int neg_server(struct neg_job *j)
 	return XS_FB_NONE;
 }
 
-static void *neg_worker(void *arg)
+/* The negotiation of @j ended for @reason: the socket learns it, the job
+ * goes. */
+static void neg_finish(struct neg_job *j, int reason)
 {
-	struct neg_job *j = arg;
 	struct xs_sock *s = j->s;
-	int reason;
 
-	{
-		XS_INSIDE(); /* a thread of ours: rdma_cm, the QP, the stream */
-
-		reason = j->client ? neg_client(j) : neg_server(j);
-	}
 	if (atomic_load(&s->strip)) /* for an exec'd program, fd receiver */
 		xs_handoff_put(j->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_sock_neg_done(s, reason);
@@ -534,6 +630,20 @@ static void *neg_worker(void *arg)
 	xs_real.close(j->evfd);
 	xs_sock_put(s);
 	free(j);
+}
+
+/* A client's negotiation, on a thread of its own. */
+static void *neg_worker(void *arg)
+{
+	struct neg_job *j = arg;
+	int reason;
+
+	{
+		XS_INSIDE(); /* a thread of ours: rdma_cm, the QP, the stream */
+
+		reason = neg_client(j);
+	}
+	neg_finish(j, reason);
 	return NULL;
 }
 
@@ -559,6 +669,23 @@ int xs_neg_start(struct xs_sock *s, int fd, bool client)
 	}
 	atomic_store(&s->neg_evfd, j->evfd);
 	xs_sock_get(s);
+	if (!client) { /* a step of xsock-cm's at a time */
+		j->idle_until = j->deadline_us;
+		j->pidx = -1; /* not in the poll set yet: stepped at once */
+		pthread_mutex_lock(&neg_lock);
+		rc = neg_start_locked();
+		if (rc == 0) {
+			j->next = neg_jobs;
+			neg_jobs = j;
+			(void)!eventfd_write(neg_wake, 1);
+		}
+		pthread_mutex_unlock(&neg_lock);
+		if (rc == 0)
+			return 0;
+		atomic_store(&s->neg_evfd, -1);
+		xs_sock_put(s);
+		goto out_free;
+	}
 	sigfillset(&all);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
