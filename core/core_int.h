@@ -177,9 +177,11 @@ void xs_helper_unlisten(const struct sockaddr *local);
 /* core/neg.c */
 
 /**
- * xs_neg_start() - start the worker that negotiates @s's transport
- * @s:      socket, kind PENDING and connecting; the worker takes a reference
- * @fd:     an fd of it (the worker dups it)
+ * xs_neg_start() - start negotiating @s's transport: a client's on a
+ *                  worker thread, a server's as a state machine of
+ *                  xsock-cm's (core/neg.c)
+ * @s:      socket, kind PENDING and connecting; the job takes a reference
+ * @fd:     an fd of it (the job dups it)
  * @client: which side
  * Return: 0, or a negative errno (no thread, no fd).
  */

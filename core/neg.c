@@ -14,11 +14,15 @@
  *      sends nothing of ours: a server without xsock never sees a byte it
  *      did not expect.
  *   2. The first process that does I/O on the socket (a data call, poll,
- *      select, or adding it to an epoll set) claims it: a worker thread of
- *      that process negotiates while the socket reads as "connecting".
- *      The server's worker reads XS_TCP_HELLO and answers XS_TCP_REPLY with
- *      its process's rendezvous listener (port, one-time token); the
- *      client's worker connects a QP there (token in the hello's conn_id).
+ *      select, or adding it to an epoll set) claims it, and negotiates
+ *      while the socket reads as "connecting": the server's side is a
+ *      state machine that xsock-cm steps (neg_server_step()), which reads
+ *      XS_TCP_HELLO and answers XS_TCP_REPLY with its process's rendezvous
+ *      listener (port, one-time token); the client's side, on a worker
+ *      thread of its own, connects a QP there (token in the hello's
+ *      conn_id). No thread per accepted connection: a burst of them would
+ *      leave the application's allocator an arena per thread (jemalloc),
+ *      and redis refreshes the stats of every arena ten times a second.
  *      Both sockets become RDMA; the TCP connection stays idle under them.
  *   3. Whatever goes wrong before a byte moved turns both ends to TCP, in
  *      agreement: the server answers "rdma 0", or the client sends
@@ -31,9 +35,9 @@
  * daemon's double fork all leave the decision to the process that uses
  * the connection, and QPs live only in the process that made them.
  *
- * The process's rendezvous listener is served by one thread, xsock-cm
- * (signals blocked): a connection's QP is made off the application's
- * thread, while the worker that claimed it waits.
+ * The process's rendezvous listener and its servers' negotiations are
+ * served by one thread, xsock-cm (signals blocked): a connection's QP is
+ * made off the application's thread, which waits for the decision.
  *
  * Context: any thread. neg_lock (after sock_neg_lock in the lock order of
  * core/xs_core.h) protects the tables below; it is held around the
