@@ -329,6 +329,65 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
 }
 
+/* conn_route()'s steps on @c: the caller destroys it when they fail. */
+static int conn_route_steps(struct xs_conn *c, const struct sockaddr *dst,
+			    int64_t deadline, int timeout_ms)
+{
+	struct rdma_cm_event *ev;
+	int rc;
+
+	c->ch = conn_channel();
+	if (!c->ch)
+		return -errno;
+	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
+		return -errno;
+	rc = conn_resolve_addr(c, dst, deadline);
+	if (rc)
+		return rc;
+	/* iWARP's rdma_cm connects through the kernel's TCP port space: the
+	 * port belongs to the peer's kernel listener, which would take our
+	 * MPA request for a plain TCP connection. TCP only there. */
+	if (c->id->verbs &&
+	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+		return -EPROTONOSUPPORT;
+	xs_dbg("conn", "address resolved");
+	if (rdma_resolve_route(c->id, timeout_ms))
+		return -errno; /* ENODEV at once for loopback */
+	rc = conn_expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
+	if (rc)
+		return rc;
+	rdma_ack_cm_event(ev);
+	xs_dbg("conn", "route resolved");
+	return 0;
+}
+
+/*
+ * The steps a connect and a probe share: a new connection with its event
+ * channel and cm_id, the address (an iWARP device: -EPROTONOSUPPORT, TCP
+ * only there) and the route to @dst, within @deadline (ms, conn_now_ms())
+ * and @timeout_ms. Its setup_us is when it began.
+ * Return: 0 and the connection in *@out, or a negative errno.
+ */
+static int conn_route(struct xs_conn **out, const struct sockaddr *dst,
+		      int64_t deadline, int timeout_ms)
+{
+	struct xs_conn *c;
+	int rc;
+
+	xs_dev_note_rdma_cm();
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->setup_us = xs_now_us();
+	rc = conn_route_steps(c, dst, deadline, timeout_ms);
+	if (rc) {
+		xs_conn_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		    const struct xs_conn_params *p)
 {
@@ -339,42 +398,9 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	struct xs_conn *c;
 	int rc;
 
-	xs_dev_note_rdma_cm();
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->setup_us = xs_now_us();
-	c->ch = conn_channel();
-	if (!c->ch) {
-		rc = -errno;
-		goto out_destroy;
-	}
-	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
-		rc = -errno;
-		goto out_destroy;
-	}
-	rc = conn_resolve_addr(c, dst, deadline);
+	rc = conn_route(&c, dst, deadline, p->timeout_ms);
 	if (rc)
-		goto out_destroy;
-	/* iWARP's rdma_cm connects through the kernel's TCP port space: the
-	 * port belongs to the peer's kernel listener, which would take our
-	 * MPA request for a plain TCP connection. TCP only there. */
-	if (c->id->verbs &&
-	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
-		rc = -EPROTONOSUPPORT;
-		goto out_destroy;
-	}
-	xs_dbg("conn", "address resolved");
-	if (rdma_resolve_route(c->id, p->timeout_ms)) {
-		rc = -errno; /* ENODEV at once for loopback */
-		goto out_destroy;
-	}
-	rc = conn_expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
-	if (rc)
-		goto out_destroy;
-	rdma_ack_cm_event(ev);
-	xs_dbg("conn", "route resolved");
+		return rc;
 	rc = conn_setup_qp(c, p);
 	if (rc)
 		goto out_destroy;
@@ -424,36 +450,9 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
 	struct xs_conn *c;
 	int rc;
 
-	xs_dev_note_rdma_cm();
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->ch = conn_channel();
-	if (!c->ch) {
-		rc = -errno;
-		goto out;
-	}
-	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP)) {
-		rc = -errno;
-		goto out;
-	}
-	rc = conn_resolve_addr(c, dst, deadline);
+	rc = conn_route(&c, dst, deadline, timeout_ms);
 	if (rc)
-		goto out;
-	if (c->id->verbs &&
-	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
-		rc = -EPROTONOSUPPORT; /* see xs_conn_connect() */
-		goto out;
-	}
-	if (rdma_resolve_route(c->id, timeout_ms)) {
-		rc = -errno;
-		goto out;
-	}
-	rc = conn_expect(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
-	if (rc)
-		goto out;
-	rdma_ack_cm_event(ev);
+		return rc;
 	memset(&c->local, 0, sizeof(c->local));
 	c->local.version = XS_WIRE_VERSION;
 	c->local.flags = XS_HELLO_F_PROBE;
