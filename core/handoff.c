@@ -114,15 +114,19 @@ static uint64_t handoff_cookie(int fd)
 	return c > 1 ? c : 0;
 }
 
-void xs_handoff_put(int fd, unsigned int state, unsigned int strip)
+/*
+ * Write the record @key -> (@state, @strip) into a free slot of @t, or in
+ * place of the oldest record when the table is full (a slot is taken by
+ * a compare-and-swap of its cookie to 1, "being written"). Lost, never
+ * blocking, when another process takes that oldest slot at the same time.
+ */
+static void handoff_write(struct handoff_slot *t, uint64_t key,
+			  unsigned int state, unsigned int strip)
 {
-	struct handoff_slot *t = handoff_map(true), *old = NULL;
-	uint64_t cookie = handoff_cookie(fd), want, oldest = UINT64_MAX;
+	struct handoff_slot *old = NULL;
+	uint64_t want, oldest = UINT64_MAX;
 	size_t i;
 
-	if (!t || !cookie)
-		return;
-	xs_handoff_take_cookie(cookie, NULL, NULL);
 	for (i = 0; i < HANDOFF_SLOTS; i++) {
 		want = 0;
 		if (atomic_compare_exchange_strong(&t[i].cookie, &want, 1))
@@ -142,7 +146,18 @@ fill:
 	atomic_store(&t[i].state, state);
 	atomic_store(&t[i].strip, strip);
 	atomic_store(&t[i].stamp, xs_now_us());
-	atomic_store(&t[i].cookie, cookie);
+	atomic_store(&t[i].cookie, key);
+}
+
+void xs_handoff_put(int fd, unsigned int state, unsigned int strip)
+{
+	struct handoff_slot *t = handoff_map(true);
+	uint64_t cookie = handoff_cookie(fd);
+
+	if (!t || !cookie)
+		return;
+	xs_handoff_take_cookie(cookie, NULL, NULL);
+	handoff_write(t, cookie, state, strip);
 }
 
 bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
@@ -265,32 +280,12 @@ static uint64_t handoff_probe_key(const struct sockaddr *client, uint16_t cport,
 void xs_handoff_note_probe(const struct sockaddr *client, uint16_t cport,
 			   uint16_t sport)
 {
-	struct handoff_slot *t = handoff_map(true), *old = NULL;
-	uint64_t key = handoff_probe_key(client, cport, sport), want;
-	uint64_t oldest = UINT64_MAX;
-	size_t i;
+	struct handoff_slot *t = handoff_map(true);
+	uint64_t key = handoff_probe_key(client, cport, sport);
 
 	if (!t || !cport || !key)
 		return;
-	for (i = 0; i < HANDOFF_SLOTS; i++) {
-		want = 0;
-		if (atomic_compare_exchange_strong(&t[i].cookie, &want, 1))
-			goto fill;
-		if (atomic_load(&t[i].stamp) < oldest) {
-			oldest = atomic_load(&t[i].stamp);
-			old = &t[i];
-		}
-	}
-	want = atomic_load(&old->cookie);
-	if (want <= 1 ||
-	    !atomic_compare_exchange_strong(&old->cookie, &want, 1))
-		return;
-	i = (size_t)(old - t);
-fill:
-	atomic_store(&t[i].state, 0);
-	atomic_store(&t[i].strip, 0);
-	atomic_store(&t[i].stamp, xs_now_us());
-	atomic_store(&t[i].cookie, key);
+	handoff_write(t, key, 0, 0);
 }
 
 bool xs_handoff_probed(int fd)
