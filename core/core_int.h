@@ -87,6 +87,18 @@ void xs_dev_lock(void);
 void xs_dev_unlock(void);
 
 /**
+ * xs_thread_start() - start a thread of the library's: detached, every
+ *                     signal blocked in it (core/thread.c)
+ * @fn, @arg:    what it runs
+ * @stack_bytes: its stack size, 0 for the default
+ * @name:        its name (pthread_setname_np: 15 characters), or NULL
+ * Context: any thread; the caller's signal mask is restored before return.
+ * Return: 0, or a negative errno from pthread_create() (-EAGAIN).
+ */
+int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
+		    const char *name);
+
+/**
  * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
  *                above, so that the application's own fds stay as small
  *                as over kernel TCP: an event loop may size its tables by

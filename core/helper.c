@@ -204,18 +204,12 @@ static bool helper_serve(int ctl)
 		return true;
 	if ((size_t)n == sizeof(req) && req.op == HELPER_PROBE) {
 		struct helper_probe *p = malloc(sizeof(*p));
-		pthread_attr_t attr;
-		pthread_t t;
 
 		if (p) {
 			p->req = req;
 			p->reply = reply;
-			pthread_attr_init(&attr);
-			pthread_attr_setdetachstate(&attr,
-						    PTHREAD_CREATE_DETACHED);
-			rc = pthread_create(&t, &attr, helper_probe_main, p);
-			pthread_attr_destroy(&attr);
-			if (rc == 0)
+			/* (the helper's signals are all blocked already) */
+			if (xs_thread_start(helper_probe_main, p, 0, NULL) == 0)
 				return true;
 			free(p);
 		}

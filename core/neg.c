@@ -272,9 +272,6 @@ static void *neg_main(void *arg)
 /* Start xsock-cm once per process. Called with neg_lock held. */
 static int neg_start_locked(void)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc;
 
 	if (neg_running)
@@ -283,17 +280,9 @@ static int neg_start_locked(void)
 		neg_wake = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (neg_wake < 0)
 		return -errno;
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&t, &attr, neg_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (rc == 0) {
+	rc = xs_thread_start(neg_main, NULL, 0, "xsock-cm");
+	if (rc == 0)
 		neg_running = true;
-		pthread_setname_np(t, "xsock-cm");
-	}
 	return rc;
 }
 
@@ -654,9 +643,6 @@ static void *neg_worker(void *arg)
 int xs_neg_start(struct xs_sock *s, int fd, bool client)
 {
 	struct neg_job *j = calloc(1, sizeof(*j));
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc;
 
 	if (!j)
@@ -690,13 +676,7 @@ int xs_neg_start(struct xs_sock *s, int fd, bool client)
 		xs_sock_put(s);
 		goto out_free;
 	}
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&t, &attr, neg_worker, j);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	rc = xs_thread_start(neg_worker, j, 0, NULL);
 	if (rc == 0)
 		return 0;
 	atomic_store(&s->neg_evfd, -1);

@@ -383,22 +383,11 @@ static void *sock_reaper_main(void *arg)
  * left), later calls and exit reap, as before. */
 static void sock_reaper_start(void)
 {
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
-
 	if (atomic_load(&sock_reaper_stop) ||
 	    atomic_exchange(&sock_reaper_running, true))
 		return;
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256u << 10);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &attr, sock_reaper_main, NULL))
+	if (xs_thread_start(sock_reaper_main, NULL, 256u << 10, NULL))
 		atomic_store(&sock_reaper_running, false);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 }
 
 /*
@@ -522,29 +511,18 @@ static void *sock_probe_main(void *arg)
 /* Start the probe thread unless it runs. Context: sock_linger_lock held. */
 static void sock_probe_start_locked(void)
 {
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t t;
 	int rc;
 
 	if (sock_probe_running)
 		return;
-	sigfillset(&all); /* the application's signals are not ours */
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&t, &attr, sock_probe_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (rc == 0) {
+	rc = xs_thread_start(sock_probe_main, NULL, 0, "xsock-probe");
+	if (rc == 0)
 		sock_probe_running = true;
-		pthread_setname_np(t, "xsock-probe");
-	} else {
+	else
 		xs_log_once(XS_LOG_WARN, "sock",
 			    "no probe thread (%s): a silent peer is found "
 			    "only by the WRs in flight to it",
-			    strerror(rc));
-	}
+			    strerror(-rc));
 }
 
 void xs_sock_live_sum(struct xs_shm_counters *sum)
@@ -1277,9 +1255,6 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 			      const struct sockaddr_storage *rdma_addr)
 {
 	struct sock_connecting *a = calloc(1, sizeof(*a));
-	sigset_t all, old;
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc;
 
 	if (!a)
@@ -1309,13 +1284,7 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	xs_sock_conn_params(&a->p);
 	a->s = s;
 	xs_sock_get(s);
-	sigfillset(&all);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = -pthread_create(&t, &attr, sock_connect_main, a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	rc = xs_thread_start(sock_connect_main, a, 0, NULL);
 	if (rc) {
 		atomic_store_explicit(&s->connecting, false,
 				      memory_order_release);
