@@ -46,8 +46,30 @@ exchange()
 	io_pid=$(sed -n 's/^ok pid=\([0-9]*\) .*/\1/p' <<<"$output")
 }
 
+# stats_blocks FILE - one line per process of an XSOCK_STATS file:
+# "pid=P prog=NAME rdma=N tcp=N undecided=N connects=N accepts=N sent=N
+# received=N" (? where the block lacks the counter).
+stats_blocks()
+{
+	awk 'function out(k, i) {
+		if (pid == "")
+			return
+		split("rdma tcp undecided connects accepts sent received", k)
+		printf "pid=%s prog=%s", pid, prog
+		for (i = 1; i <= 7; i++)
+			printf " %s=%s", k[i], (k[i] in v) ? v[k[i]] : "?"
+		printf "\n"
+	}
+	/^xsock stats pid / { out(); delete v; pid = $4; prog = $5; gsub(/[():]/, "", prog); next }
+	pid != "" && NF == 2 && $1 ~ /^(tcp|rdma|undecided)$/ { v[$1] = $2 }
+	pid != "" && $1 == "rdma" && $2 == "connects" {
+		v["connects"] = $3; v["accepts"] = $5; v["sent"] = $8; v["received"] = $10
+	}
+	END { out() }' "$1"
+}
+
 # block FILE PID - that process's counters from an XSOCK_STATS file.
-block() { python3 "$MODELS" stats "$XS_RUN_DIR/$1" | grep "^pid=$2 "; }
+block() { stats_blocks "$XS_RUN_DIR/$1" | grep "^pid=$2 "; }
 
 # io_over_rdma STATS PID ROLE - process PID carried exactly one
 # connection, over RDMA, with SIZE bytes received (server) or sent
@@ -72,7 +94,7 @@ client_over_rdma()
 {
 	local pid
 	cat "$XS_RUN_DIR/$1.stats"
-	pid=$(python3 "$MODELS" stats "$XS_RUN_DIR/$1.stats" | grep " sent=$SIZE " |
+	pid=$(stats_blocks "$XS_RUN_DIR/$1.stats" | grep " sent=$SIZE " |
 		sed -n 's/^pid=\([0-9]*\) .*/\1/p' | head -1)
 	io_over_rdma "$1.stats" "$pid" client
 }
@@ -105,7 +127,7 @@ wait_server()
 	exchange cli2 && pids+=("$io_pid")
 	client_over_rdma cli2
 	wait_server fork
-	python3 "$MODELS" stats "$XS_RUN_DIR/fork.stats"
+	stats_blocks "$XS_RUN_DIR/fork.stats"
 	io_over_rdma fork.stats "${pids[0]}" server
 	io_over_rdma fork.stats "${pids[1]}" server
 	[[ ${pids[0]} != "${pids[1]}" ]]
@@ -119,7 +141,7 @@ wait_server()
 	client_over_rdma cli1
 	exchange cli2 && pids+=("$io_pid")
 	wait_server exec
-	python3 "$MODELS" stats "$XS_RUN_DIR/exec.stats"
+	stats_blocks "$XS_RUN_DIR/exec.stats"
 	io_over_rdma exec.stats "${pids[0]}" server
 	io_over_rdma exec.stats "${pids[1]}" server
 	# the exec'd handler is a new program image
@@ -136,7 +158,7 @@ wait_server()
 		client_over_rdma "cli$i"
 	done
 	stop_server prefork "[m]odels.py prefork $port"
-	python3 "$MODELS" stats "$XS_RUN_DIR/prefork.stats"
+	stats_blocks "$XS_RUN_DIR/prefork.stats"
 	# each worker's block sums its connections: all over RDMA
 	local b pid n total=0
 	for pid in $(printf '%s\n' "${pids[@]}" | sort -u); do
@@ -165,7 +187,7 @@ wait_server()
 	"$XS_REMOTE" --kill reuse1 --signal TERM
 	stop_server reuse2 "[m]odels.py reuseport $port"
 	cat "$XS_RUN_DIR/reuse1.stats" "$XS_RUN_DIR/reuse2.stats" >"$XS_RUN_DIR/reuse.stats"
-	python3 "$MODELS" stats "$XS_RUN_DIR/reuse.stats"
+	stats_blocks "$XS_RUN_DIR/reuse.stats"
 	local b pid n
 	for pid in $(printf '%s\n' "${pids[@]}" | sort -u); do
 		b=$(block reuse.stats "$pid")
@@ -183,7 +205,7 @@ wait_server()
 	client_over_rdma cli1
 	exchange cli2 && pids+=("$io_pid")
 	wait_server scm
-	python3 "$MODELS" stats "$XS_RUN_DIR/scm.stats"
+	stats_blocks "$XS_RUN_DIR/scm.stats"
 	[[ ${pids[0]} == "${pids[1]}" ]] # the one worker, not the acceptor
 	b=$(block scm.stats "${pids[0]}")
 	echo "$b"
@@ -203,7 +225,7 @@ wait_server()
 		client_over_rdma "cli$when"
 		[[ $io_pid == $(cat "$XS_RUN_DIR/d$when.pid") ]]
 		"$XS_REMOTE" --timeout 30 bash -c "while kill -0 $io_pid 2>/dev/null; do sleep 0.1; done"
-		python3 "$MODELS" stats "$XS_RUN_DIR/d$when.stats"
+		stats_blocks "$XS_RUN_DIR/d$when.stats"
 		io_over_rdma "d$when.stats" "$io_pid" server
 	done
 }
@@ -233,7 +255,7 @@ wait_server()
 }
 
 # blocks_of STATS PROG - the blocks of that program's processes.
-blocks_of() { python3 "$MODELS" stats "$XS_RUN_DIR/$1" | grep " prog=$2 "; }
+blocks_of() { stats_blocks "$XS_RUN_DIR/$1" | grep " prog=$2 "; }
 
 # sum_field BLOCKS FIELD - FIELD summed over blocks.
 sum_field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1" | awk '{ t += $1 } END { print t + 0 }'; }

@@ -29,8 +29,6 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
   models.py execlive PORT SIZE               read SIZE bytes, answer, then
                                              exec with the connection live
   models.py execlive-client HOST PORT SIZE   its client
-  models.py stats FILE                       one line per process of an
-                                             XSOCK_STATS file
 Servers serve N connections, then exit with exit(3) (so the library's
 counters are written); those that run until SIGTERM exit the same way.
 """
@@ -306,35 +304,12 @@ def main():
         except OSError as e:
             print("after exec: %s" % (os.strerror(e.errno)))
         sys.stdout.flush()
-    elif cmd == "stats":
-        block = None
-        with open(a[0]) as f:
-            for line in f:
-                w = line.split()
-                if line.startswith("xsock stats pid"):
-                    if block:
-                        print_block(block)
-                    block = {"pid": w[3], "prog": w[4].strip("():")}
-                elif block is not None and len(w) == 2 and w[0] in (
-                        "tcp", "rdma", "undecided", "listen"):
-                    block[w[0]] = w[1]
-                elif block is not None and w[:2] == ["rdma", "connects"]:
-                    block["connects"], block["accepts"] = w[2], w[4]
-                    block["sent"], block["received"] = w[7], w[9]
-        if block:
-            print_block(block)
 
 
 def write_all(fd, b):
     while b:
         n = os.write(fd, b)
         b = b[n:]
-
-
-def print_block(b):
-    print(" ".join("%s=%s" % (k, b.get(k, "?")) for k in (
-        "pid", "prog", "rdma", "tcp", "undecided", "connects", "accepts",
-        "sent", "received")))
 
 
 if __name__ == "__main__":
