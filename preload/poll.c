@@ -169,8 +169,8 @@ static bool poll_decided(struct xs_sock **socks, bool *connecting, nfds_t n)
  * (dropped here, and set to NULL, for one whose non-blocking connect falls
  * back to the kernel meanwhile). Return: as poll(2).
  */
-static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
-			 uint64_t deadline, const sigset_t *sigmask)
+static int poll_wait(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
+		     uint64_t deadline, const sigset_t *sigmask)
 {
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
@@ -270,6 +270,22 @@ rebuild:
 	free(krev);
 	free(connecting);
 	return (int)xs_sys_ret(ready);
+}
+
+/*
+ * poll_wait(), and errno as it was when it succeeds: a drained eventfd
+ * or completion channel leaves EAGAIN in errno, which no successful
+ * poll, ppoll or select of the kernel's ever shows (errno(3)).
+ */
+static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
+			 uint64_t deadline, const sigset_t *sigmask)
+{
+	int saved = errno, rc;
+
+	rc = poll_wait(fds, n, socks, deadline, sigmask);
+	if (rc >= 0)
+		errno = saved;
+	return rc;
 }
 
 /* Whether any of @fds needs emulation; fills @socks (NULL when none). */
@@ -468,10 +484,28 @@ static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	return count;
 }
 
+/*
+ * Linux's select() writes back the time left (select(2), "Linux"; fs/
+ * select.c poll_select_finish()): none after a timeout, the rest when an
+ * fd was ready first or a signal came, whatever select returned.
+ */
+static void select_time_left(struct timeval *timeout, uint64_t deadline)
+{
+	uint64_t now, left = 0;
+
+	if (deadline) {
+		now = poll_now_us();
+		left = deadline > now ? deadline - now : 0;
+	}
+	timeout->tv_sec = (time_t)(left / 1000000u);
+	timeout->tv_usec = (suseconds_t)(left % 1000000u);
+}
+
 XS_EXPORT int select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 		     struct timeval *timeout)
 {
 	uint64_t deadline = POLL_FOREVER;
+	int rc;
 
 	if (!xs_enter() || !select_needed(nfds, rfds, wfds, efds) ||
 	    (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0)))
@@ -483,7 +517,10 @@ XS_EXPORT int select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 					  (uint64_t)timeout->tv_sec * 1000000u +
 					  (uint64_t)timeout->tv_usec
 				: 0;
-	return select_emulated(nfds, rfds, wfds, efds, deadline, NULL);
+	rc = select_emulated(nfds, rfds, wfds, efds, deadline, NULL);
+	if (timeout)
+		XS_SAVE_ERRNO(select_time_left(timeout, deadline));
+	return rc;
 }
 
 XS_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
@@ -1272,9 +1309,10 @@ static int ep_sleep(struct pollfd pfd[2], struct timespec *ts,
  * The emulated epoll_wait on a set with xsock members. @timeout: relative,
  * NULL for none. Return: as epoll_wait(2).
  */
-static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
-		   int max, const struct timespec *timeout,
-		   const sigset_t *sigmask)
+static int ep_wait_events(int epfd, struct ep_set *ep,
+			  struct epoll_event *events, int max,
+			  const struct timespec *timeout,
+			  const sigset_t *sigmask)
 {
 	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
 				 { ep->inner, POLLIN, 0 } };
@@ -1401,6 +1439,19 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		 * ends it early, again and again. */
 		zero = true; /* one last look, then 0 */
 	}
+}
+
+/* ep_wait_events(), and errno as it was when it succeeds (as for poll) */
+static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
+		   int max, const struct timespec *timeout,
+		   const sigset_t *sigmask)
+{
+	int saved = errno, rc;
+
+	rc = ep_wait_events(epfd, ep, events, max, timeout, sigmask);
+	if (rc >= 0)
+		errno = saved;
+	return rc;
 }
 
 static int ep_wait_common(int epfd, struct epoll_event *events, int max,

@@ -916,18 +916,34 @@ static void sc_poll(int fd)
 	poll1_show("poll-after-dupclose", fd, POLLIN | POLLOUT, READY_MS);
 }
 
+/* What select() left in @tv of @timeout_ms: "0", "some" (0 < left <=
+ * timeout) or "bad" (more than it was given, or not a time). */
+static const char *tv_left(const struct timeval *tv, int timeout_ms)
+{
+	long long us = (long long)tv->tv_sec * 1000000 + tv->tv_usec;
+
+	if (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000 ||
+	    us > (long long)timeout_ms * 1000)
+		return "bad";
+	return us ? "some" : "0";
+}
+
 static void sel_show(const char *name, int nfds, fd_set *r, fd_set *w, int rfd,
 		     int wfd, int timeout_ms)
 {
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	int rc = select(nfds, r, w, NULL, &tv);
 
+	/* Linux writes the time left back (select(2), "Linux"): none after
+	 * a timeout, some when an fd was ready first */
 	if (rc < 0)
-		printf("%s: select=-1 errno=%s\n", name, errname(errno));
+		printf("%s: select=-1 errno=%s left=%s\n", name, errname(errno),
+		       tv_left(&tv, timeout_ms));
 	else
-		printf("%s: select=%d r=%d w=%d\n", name, rc,
+		printf("%s: select=%d r=%d w=%d left=%s\n", name, rc,
 		       r && rfd >= 0 && FD_ISSET(rfd, r),
-		       w && wfd >= 0 && FD_ISSET(wfd, w));
+		       w && wfd >= 0 && FD_ISSET(wfd, w),
+		       tv_left(&tv, timeout_ms));
 }
 
 /* 9. select. */
@@ -1162,6 +1178,48 @@ static void sc_hup(int fd)
 	close(ep);
 }
 
+/*
+ * 12. errno after success: a call that succeeds leaves errno as it was
+ * (errno(3)); ENODATA stands in for what the program had there, as an
+ * EAGAIN from a drained eventfd or channel must never show through.
+ */
+#define ERRNO_KEPT(label, call)                                                \
+	do {                                                                   \
+		errno = ENODATA;                                               \
+		long long rc_ = (long long)(call);                             \
+		printf("errno-%s: rc=%lld errno=%s\n", label, rc_,             \
+		       errname(errno));                                        \
+	} while (0)
+
+static void sc_errno(int fd)
+{
+	int ep = ep_make(fd, EPOLLIN, DATA_MAGIC + 14);
+	struct epoll_event ev;
+	struct pollfd p = { fd, POLLIN, 0 };
+	unsigned char buf[100];
+	fd_set r;
+	int avail;
+
+	PEER("errno", "write 100");
+	settle("errno", fd, 100);
+	ERRNO_KEPT("epoll_wait", epoll_wait(ep, &ev, 1, READY_MS));
+	ERRNO_KEPT("poll", poll(&p, 1, READY_MS));
+	FD_ZERO(&r);
+	FD_SET(fd, &r);
+	ERRNO_KEPT("select",
+		   select(fd + 1, &r, NULL, NULL, &(struct timeval){ 2, 0 }));
+	ERRNO_KEPT("ioctl", ioctl(fd, FIONREAD, &avail));
+	ERRNO_KEPT("recv", recv(fd, buf, 40, 0));
+	ERRNO_KEPT("read", read(fd, buf, 60));
+	ERRNO_KEPT("send", send(fd, "abc", 3, 0));
+	ERRNO_KEPT("write", write(fd, "defg", 4));
+	ERRNO_KEPT("epoll_wait-empty", epoll_wait(ep, &ev, 1, 0));
+	ERRNO_KEPT("recv-dontwait", recv(fd, buf, 1, MSG_DONTWAIT));
+	tx_off += 7; /* what the sends above wrote */
+	sync_peer("errno");
+	close(ep);
+}
+
 /* 4b. The peer resets the connection (SO_LINGER {1, 0}, close). */
 static void sc_reset(int fd)
 {
@@ -1210,6 +1268,7 @@ static int do_run(const char *ip, const char *port)
 	sc_select(fd);
 	sc_signals(fd);
 	sc_threads(fd);
+	sc_errno(fd);
 	sc_hup(fd);
 	run_unpair(fd);
 
