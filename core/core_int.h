@@ -24,17 +24,6 @@ static inline uint64_t xs_now_us(void)
 }
 
 /**
- * xs_copy_in() - copy @n bytes from an application pointer without
- *                trusting it (process_vm_readv on ourselves fails cleanly
- *                where a plain read would crash)
- * @dst: library memory
- * @src: application memory; NULL or unmapped gives -EFAULT
- * @n:   bytes
- * Return: 0, or -EFAULT as the kernel would answer.
- */
-int xs_copy_in(void *dst, const void *src, size_t n);
-
-/**
  * xs_sock_mine() - whether @s's RDMA objects belong to this process
  * @s: socket with a stream or listener
  *

@@ -770,4 +770,15 @@ static inline long xs_sys_ret(long rc)
 	return rc;
 }
 
+/**
+ * xs_copy_in() - copy @n bytes from an application pointer without
+ *                trusting it (process_vm_readv on ourselves fails cleanly
+ *                where a plain read would crash)
+ * @dst: library memory
+ * @src: application memory; NULL or unmapped gives -EFAULT
+ * @n:   bytes
+ * Return: 0, or -EFAULT as the kernel would answer.
+ */
+int xs_copy_in(void *dst, const void *src, size_t n);
+
 #endif /* XS_CORE_XS_CORE_H */

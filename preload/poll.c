@@ -31,6 +31,7 @@
 #include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,6 +97,76 @@ static uint64_t poll_spin_us(void)
 }
 
 static void ep_nest_check(int fd);
+
+/*
+ * Whether the application's @n bytes at @p can be read (and, with
+ * @write, written) as the kernel's copy_from_user()/copy_to_user() would
+ * find them: a bad pollfd array, fd set or epoll_event pointer is the
+ * kernel's EFAULT (the call goes to it), where touching it here would
+ * crash. One byte of each page is read, and written back, with
+ * process_vm_readv/writev on ourselves, which fail cleanly. Event loops
+ * pass the same buffers every time: the last ranges found good are
+ * remembered per thread and not looked at again. Where those calls are
+ * not allowed (a seccomp filter), nothing is checked.
+ */
+#define USER_OK_SLOTS 4
+#define USER_PAGE     4096u
+
+static __thread struct {
+	uintptr_t p;
+	size_t n;
+	bool write;
+} user_ok[USER_OK_SLOTS];
+static __thread unsigned int user_ok_next;
+
+static bool user_ok_check(const void *p, size_t n, bool write)
+{
+	struct iovec local, remote[64];
+	uintptr_t a = (uintptr_t)p, end, page;
+	unsigned char bytes[64] = { 0 };
+	unsigned int i, k;
+	ssize_t r;
+
+	if (!n)
+		return true;
+	if (!p || a + n < a)
+		return false;
+	for (i = 0; i < USER_OK_SLOTS; i++)
+		if (user_ok[i].p == a && user_ok[i].n >= n &&
+		    (user_ok[i].write || !write))
+			return true;
+	end = a + n;
+	for (page = a; page < end;) {
+		for (k = 0; k < 64 && page < end; k++) {
+			remote[k] = (struct iovec){ (void *)page, 1 };
+			page = (page & ~(uintptr_t)(USER_PAGE - 1)) + USER_PAGE;
+		}
+		local = (struct iovec){ bytes, k };
+		r = process_vm_readv(getpid(), &local, 1, remote, k, 0);
+		if (r < 0 && (errno == ENOSYS || errno == EPERM))
+			return true;
+		if (r != (ssize_t)k)
+			return false;
+		if (write && process_vm_writev(getpid(), &local, 1, remote, k,
+					       0) != (ssize_t)k)
+			return false;
+	}
+	i = user_ok_next++ % USER_OK_SLOTS;
+	user_ok[i].p = a;
+	user_ok[i].n = n;
+	user_ok[i].write = write;
+	return true;
+}
+
+/* user_ok_check(), errno as it was */
+static bool poll_user_ok(const void *p, size_t n, bool write)
+{
+	int saved = errno;
+	bool ok = user_ok_check(p, n, write);
+
+	errno = saved;
+	return ok;
+}
 
 /* The socket behind @fd when a wait must ask xsock about it, or NULL
  * (a kernel fd; an epoll fd with xsock members is readied for it). */
@@ -326,6 +397,8 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	*handled = false;
 	if (!xs_enter() || !fds || nfds > xs_fdtab_size())
 		return 0;
+	if (!poll_user_ok(fds, nfds * sizeof(*fds), true))
+		return 0; /* the kernel's EFAULT */
 	socks = poll_socks(fds, nfds);
 	if (!socks)
 		return 0;
@@ -402,8 +475,14 @@ static bool select_needed(int nfds, fd_set *r, fd_set *w, fd_set *e)
 	struct xs_sock *s;
 	int fd;
 
+	size_t bytes = (size_t)(nfds + 63) / 64 * 8; /* FDS_BYTES() */
+
 	if (nfds <= 0 || nfds > FD_SETSIZE)
 		return false;
+	if ((r && !poll_user_ok(r, bytes, true)) ||
+	    (w && !poll_user_ok(w, bytes, true)) ||
+	    (e && !poll_user_ok(e, bytes, true)))
+		return false; /* the kernel's EFAULT */
 	for (fd = 0; fd < nfds; fd++) {
 		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
 		      (e && FD_ISSET(fd, e))))
@@ -938,7 +1017,8 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	ep = ep_get_or_make(epfd, &err);
 	if (!ep)
 		return err;
-	if (op != EPOLL_CTL_DEL && !event)
+	if (op != EPOLL_CTL_DEL &&
+	    (!event || !poll_user_ok(event, sizeof(*event), false)))
 		return -EFAULT;
 	/* EPOLLEXCLUSIVE: only with ADD, and with few other bits
 	 * (EPOLLEXCLUSIVE_OK_BITS of fs/eventpoll.c) */
@@ -1463,8 +1543,11 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 	int rc = 0;
 
 	*handled = false;
-	if (!xs_enter() || max <= 0 || !events || !(ep = ep_hold(epfd)))
-		return 0;
+	if (!xs_enter() || max <= 0 || !events ||
+	    (size_t)max > SIZE_MAX / sizeof(*events) ||
+	    !poll_user_ok(events, (size_t)max * sizeof(*events), true) ||
+	    !(ep = ep_hold(epfd)))
+		return 0; /* the kernel's EINVAL or EFAULT */
 	pthread_mutex_lock(&ep->lock);
 	*handled = ep->nr > 0;
 	pthread_mutex_unlock(&ep->lock);
