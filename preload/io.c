@@ -284,33 +284,72 @@ XS_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return recvmsg_common(fd, msg, flags);
 }
 
+/* CLOCK_MONOTONIC in nanoseconds, for recvmmsg's timeout */
+static int64_t io_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * A stream socket's recvmmsg(), as net/socket.c do_recvmmsg() loops:
+ * each message one recvmsg (an end of stream a message of 0 bytes, and
+ * the loop goes on); MSG_WAITFORONE makes those after the first
+ * non-blocking; @timeout, checked after each message, gets the time left
+ * written back and ends the loop when none is left (it never bounds a
+ * wait: recvmmsg(2), BUGS). An error after the first message returns the
+ * count (the stream's error stays for the next call).
+ */
+#define IO_MMSG_MAX 1024 /* UIO_MAXIOV: the kernel's cap on vlen */
+
 XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags, struct timespec *timeout)
 {
 	struct xs_sock *s = io_rdma(fd);
+	int saved = errno;
+	struct timespec left;
+	int64_t end = 0, now;
 	unsigned int i;
-	ssize_t rc;
+	ssize_t rc = 0;
 
 	if (IO_FAILED(s))
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
 	xs_sock_put(s);
-	/* A stream socket: each message is one recvmsg(2), as the kernel
-	 * loops; only the first may wait (MSG_WAITFORONE semantics). */
-	for (i = 0; i < vlen; i++) {
-		rc = recvmsg_common(fd, &vec[i].msg_hdr,
-				    (flags & ~MSG_WAITFORONE) |
-					    (i && (flags & MSG_WAITFORONE)
-						     ? MSG_DONTWAIT
-						     : 0));
-		if (rc < 0)
-			return i ? (int)i : -1;
-		vec[i].msg_len = (unsigned int)rc;
-		if (rc == 0)
-			return (int)i + 1;
+	if (timeout) {
+		if (xs_copy_in(&left, timeout, sizeof(left)))
+			return (int)xs_sys_ret(-EFAULT);
+		if (left.tv_sec < 0 || left.tv_nsec < 0 ||
+		    left.tv_nsec >= 1000000000)
+			return (int)xs_sys_ret(-EINVAL);
+		end = io_now_ns() + left.tv_sec * 1000000000 + left.tv_nsec;
 	}
-	return (int)vlen;
+	if (vlen > IO_MMSG_MAX)
+		vlen = IO_MMSG_MAX;
+	for (i = 0; i < vlen;) {
+		rc = recvmsg_common(fd, &vec[i].msg_hdr,
+				    flags & ~MSG_WAITFORONE);
+		if (rc < 0)
+			break;
+		vec[i++].msg_len = (unsigned int)rc;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (timeout) {
+			now = io_now_ns();
+			now = end > now ? end - now : 0;
+			timeout->tv_sec = (time_t)(now / 1000000000);
+			timeout->tv_nsec = (long)(now % 1000000000);
+			if (!now)
+				break;
+		}
+	}
+	if (rc < 0 && i == 0)
+		return -1;
+	errno = saved; /* a success leaves errno as it was */
+	return (int)i;
 }
 
 XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
