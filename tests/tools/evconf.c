@@ -49,6 +49,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -1150,6 +1151,45 @@ static void sc_threads(int fd)
 	close(b.ep);
 }
 
+/* recvmmsg of @vlen messages of @len bytes at most (<= 100), printed with
+ * the lengths and, given @tmo_ms, what was left of the timeout: "0",
+ * "less" than given, or "full" (not written back). */
+static void mmsg_show(const char *name, int fd, unsigned int vlen, size_t len,
+		      int flags, int tmo_ms)
+{
+	static unsigned char buf[4][100];
+	struct timespec tmo = { tmo_ms / 1000, (tmo_ms % 1000) * 1000000L };
+	struct mmsghdr v[4];
+	struct iovec iov[4];
+	unsigned int i;
+	int rc;
+
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < vlen && i < 4; i++) {
+		iov[i] = (struct iovec){ buf[i], len };
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	rc = recvmmsg(fd, v, vlen, flags, tmo_ms >= 0 ? &tmo : NULL);
+	printf("%s: recvmmsg=%d", name, rc);
+	if (rc < 0)
+		printf(" errno=%s", errname(errno));
+	for (i = 0; rc > 0 && i < (unsigned int)rc; i++) {
+		printf("%s%u", i ? "," : " lens=", v[i].msg_len);
+		if (v[i].msg_len && !pat_ok(buf[i], v[i].msg_len, rx_off))
+			printf("(differs)");
+		rx_off += v[i].msg_len;
+	}
+	if (tmo_ms >= 0)
+		printf(" left=%s",
+		       !tmo.tv_sec && !tmo.tv_nsec ? "0"
+		       : tmo.tv_sec * 1000 + tmo.tv_nsec / 1000000 >= tmo_ms &&
+				       tmo.tv_nsec % 1000000 == 0
+			       ? "full"
+			       : "less");
+	printf("\n");
+}
+
 /* 4a. The peer's FIN, then ours, then the peer's close. */
 static void sc_hup(int fd)
 {
@@ -1165,6 +1205,7 @@ static void sc_hup(int fd)
 	poll1_show("hup-shutwr-poll", fd, POLLIN | POLLOUT | POLLRDHUP, 0);
 	n = read(fd, &c, 1);
 	printf("hup-read: read=%zd errno=%s\n", n, errname(n < 0 ? errno : 0));
+	mmsg_show("hup-mmsg", fd, 2, 100, 0, -1); /* each a 0 at the end */
 	printf("hup-shutdown: shutdown=%d\n", shutdown(fd, SHUT_WR));
 	ep_show("hup-both", ep, NOTHING_MS);
 	poll1_show("hup-both-poll", fd, POLLIN | POLLOUT | POLLRDHUP, 0);
@@ -1196,7 +1237,8 @@ static void sc_errno(int fd)
 	int ep = ep_make(fd, EPOLLIN, DATA_MAGIC + 14);
 	struct epoll_event ev;
 	struct pollfd p = { fd, POLLIN, 0 };
-	unsigned char buf[100];
+	unsigned char buf[100], out[7];
+	ssize_t n;
 	fd_set r;
 	int avail;
 
@@ -1209,15 +1251,85 @@ static void sc_errno(int fd)
 	ERRNO_KEPT("select",
 		   select(fd + 1, &r, NULL, NULL, &(struct timeval){ 2, 0 }));
 	ERRNO_KEPT("ioctl", ioctl(fd, FIONREAD, &avail));
-	ERRNO_KEPT("recv", recv(fd, buf, 40, 0));
-	ERRNO_KEPT("read", read(fd, buf, 60));
-	ERRNO_KEPT("send", send(fd, "abc", 3, 0));
-	ERRNO_KEPT("write", write(fd, "defg", 4));
+	ERRNO_KEPT("recv", n = recv(fd, buf, 40, 0));
+	if (n > 0 && !pat_ok(buf, (size_t)n, rx_off))
+		printf("errno-recv: data differs from the pattern\n");
+	rx_off += n > 0 ? (uint64_t)n : 0;
+	ERRNO_KEPT("read", n = read(fd, buf, 60));
+	if (n > 0 && !pat_ok(buf, (size_t)n, rx_off))
+		printf("errno-read: data differs from the pattern\n");
+	rx_off += n > 0 ? (uint64_t)n : 0;
+	pat_fill(out, sizeof(out), tx_off);
+	ERRNO_KEPT("send", n = send(fd, out, 3, 0));
+	tx_off += n > 0 ? (uint64_t)n : 0;
+	ERRNO_KEPT("write", n = write(fd, out + 3, 4));
+	tx_off += n > 0 ? (uint64_t)n : 0;
 	ERRNO_KEPT("epoll_wait-empty", epoll_wait(ep, &ev, 1, 0));
 	ERRNO_KEPT("recv-dontwait", recv(fd, buf, 1, MSG_DONTWAIT));
-	tx_off += 7; /* what the sends above wrote */
 	sync_peer("errno");
 	close(ep);
+}
+
+/*
+ * 13. Bad pointers: the kernel answers EFAULT for a pollfd array, fd set
+ * or epoll_event it cannot read or write; a wait over RDMA must too, not
+ * crash. A page made read-only holds a valid pollfd and events buffer.
+ */
+static volatile uintptr_t bad_addr = 8; /* not a constant to the compiler */
+
+static void sc_efault(int fd)
+{
+	void *bad = (void *)bad_addr;
+	int ep = ep_make(fd, EPOLLIN, DATA_MAGIC + 15);
+	long pg = sysconf(_SC_PAGESIZE);
+	struct pollfd *ro;
+	int rc;
+
+	ro = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ro == MAP_FAILED)
+		die("mmap");
+	ro[0] = (struct pollfd){ fd, POLLIN | POLLOUT, 0 };
+	if (mprotect(ro, (size_t)pg, PROT_READ))
+		die("mprotect");
+	rc = poll(bad, 1, 0);
+	printf("efault-poll: poll=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	rc = poll(ro, 1, 0);
+	printf("efault-poll-readonly: poll=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	rc = select(fd + 1, bad, NULL, NULL, &(struct timeval){ 0, 0 });
+	printf("efault-select: select=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	rc = epoll_ctl(ep, EPOLL_CTL_MOD, fd, bad);
+	printf("efault-epoll_ctl: epoll_ctl=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	PEER("efault", "write 10");
+	settle("efault", fd, 10);
+	rc = epoll_wait(ep, bad, 4, READY_MS);
+	printf("efault-epoll_wait: epoll_wait=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	rc = epoll_wait(ep, (struct epoll_event *)ro, 4, READY_MS);
+	printf("efault-epoll_wait-readonly: epoll_wait=%d errno=%s\n", rc,
+	       errname(rc < 0 ? errno : 0));
+	rd("efault", fd, 10);
+	munmap(ro, (size_t)pg);
+	close(ep);
+}
+
+/*
+ * 14. recvmmsg on a stream: one recvmsg per message, MSG_WAITFORONE, the
+ * timeout written back (net/socket.c do_recvmmsg()).
+ */
+static void sc_mmsg(int fd)
+{
+	PEER("mmsg", "write 300");
+	settle("mmsg", fd, 300);
+	mmsg_show("mmsg-all", fd, 3, 100, 0, -1);
+	PEER("mmsg", "write 100");
+	settle("mmsg", fd, 100);
+	mmsg_show("mmsg-waitforone", fd, 3, 100, MSG_WAITFORONE, 2000);
+	mmsg_show("mmsg-dontwait", fd, 2, 100, MSG_DONTWAIT, -1);
 }
 
 /* 4b. The peer resets the connection (SO_LINGER {1, 0}, close). */
@@ -1269,6 +1381,8 @@ static int do_run(const char *ip, const char *port)
 	sc_signals(fd);
 	sc_threads(fd);
 	sc_errno(fd);
+	sc_efault(fd);
+	sc_mmsg(fd);
 	sc_hup(fd);
 	run_unpair(fd);
 
