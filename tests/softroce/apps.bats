@@ -65,8 +65,8 @@ bench_rows()
 @test "apps: redis-benchmark SET/GET/INCR/LPUSH/LRANGE_100/MSET at -c 50, -c 1, -P 16, --threads 4, 3 B and 100 KiB values" {
 	command -v redis-benchmark >/dev/null || skip "redis-benchmark not installed"
 	redis_up redis
-	local n=2000 c1=400
-	[[ "$XS_TOPOLOGY" != two ]] || { n=1000 c1=200; }
+	local n c1
+	n=$(sized 1000 2000) c1=$(sized 200 400)
 	local variants=("-c 50 -n $n" "-c 1 -n $c1" "-c 50 -n $((n * 4)) -P 16"
 		"-c 50 -n $n --threads 4" "-c 20 -n $n -d 3" "-c 10 -n $((n / 4)) -d 102400")
 	local v nv=0 expected='SET
