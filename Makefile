@@ -174,10 +174,14 @@ check-tiers:
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap --timing tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
-	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \
-		$(MAKE) --no-print-directory -s check-fuzz
 	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap $(SOFTROCE_CHECK)
-	-$(Q)tests/run-tier $(B)/test-logs/bench.tap bats --tap --timing tests/bench
+	@# The fuzzers run for a set time and the bench smoke asserts rows, not
+	@# figures: side by side, their output one after the other.
+	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \
+		$(MAKE) --no-print-directory -s check-fuzz \
+		>$(B)/test-logs/fuzz.out 2>&1 & \
+	tests/run-tier $(B)/test-logs/bench.tap bats --tap --timing tests/bench; \
+	wait; cat $(B)/test-logs/fuzz.out
 	$(Q)tests/summary $(B)/test-logs
 
 test: check
