@@ -102,6 +102,11 @@ out:
 	return t;
 }
 
+/*
+ * The table's key for socket @fd: its SO_COOKIE plus one, as 0 and 1 mark
+ * a free slot and one being written (the kernel numbers cookies from 1:
+ * the first socket of a boot has cookie 1). Probe keys have bit 63 set.
+ */
 static uint64_t handoff_cookie(int fd)
 {
 	uint64_t c = 0;
@@ -111,7 +116,7 @@ static uint64_t handoff_cookie(int fd)
 	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &len) < 0)
 		c = 0;
 	errno = err;
-	return c > 1 ? c : 0;
+	return c && c < (1ull << 62) ? c + 1 : 0;
 }
 
 /*
