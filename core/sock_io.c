@@ -76,6 +76,13 @@ int xs_sock_so_error(struct xs_sock *s)
 	return -rc;
 }
 
+void xs_sock_keep_error(struct xs_sock *s, int err)
+{
+	if (xs_sock_kind(s) != XS_KIND_RDMA || sock_foreign(s))
+		return;
+	xs_stream_keep_error(s->stream, err);
+}
+
 ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 		     int flags)
 {

@@ -1407,6 +1407,14 @@ static void stream_free(struct xs_stream *s)
 	memset(s, 0, sizeof(*s));
 }
 
+void xs_stream_keep_error(struct xs_stream *s, int err)
+{
+	pthread_mutex_lock(&s->lock);
+	if (err && s->error == err)
+		s->error_pending = true;
+	pthread_mutex_unlock(&s->lock);
+}
+
 int xs_stream_take_error(struct xs_stream *s)
 {
 	int rc = 0;

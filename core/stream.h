@@ -333,6 +333,16 @@ void xs_stream_news_bump(void);
 int xs_stream_take_error(struct xs_stream *s);
 
 /**
+ * xs_stream_keep_error() - report the reset a call just took once more,
+ *                          to the next call (recvmmsg, whose count went
+ *                          out instead: net/socket.c keeps it in sk_err)
+ * @s:   stream
+ * @err: the negative errno the call met; anything but the stream's reset
+ *       is ignored
+ */
+void xs_stream_keep_error(struct xs_stream *s, int err);
+
+/**
  * xs_stream_drained() - whether a stream after SHUT_WR has nothing left
  *                       to deliver: FIN posted and every send completed
  *                       (or the connection is reset or the peer gone);

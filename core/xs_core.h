@@ -570,6 +570,13 @@ int xs_sock_take_connect_err(struct xs_sock *s);
 int xs_sock_so_error(struct xs_sock *s);
 
 /**
+ * xs_sock_keep_error() - the reset a call on RDMA socket @s just reported
+ *                        (@err, a negative errno) is reported again by the
+ *                        next one (see xs_stream_keep_error())
+ */
+void xs_sock_keep_error(struct xs_sock *s, int err);
+
+/**
  * xs_sock_recv() - receive on an RDMA socket, as recvmsg(2) on TCP
  * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
  * @iov:    room for the bytes

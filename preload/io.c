@@ -299,16 +299,15 @@ static int64_t io_now_ns(void)
  * the loop goes on); MSG_WAITFORONE makes those after the first
  * non-blocking; @timeout, checked after each message, gets the time left
  * written back and ends the loop when none is left (it never bounds a
- * wait: recvmmsg(2), BUGS). An error after the first message returns the
- * count (the stream's error stays for the next call).
+ * wait: recvmmsg(2), BUGS). A reset met after the first message is
+ * reported by the next call (the kernel keeps it in sk_err) and the
+ * count returned, errno as it was.
  */
-#define IO_MMSG_MAX 1024 /* UIO_MAXIOV: the kernel's cap on vlen */
-
 XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags, struct timespec *timeout)
 {
-	struct xs_sock *s = io_rdma(fd);
 	int saved = errno;
+	struct xs_sock *s = io_rdma(fd);
 	struct timespec left;
 	int64_t end = 0, now;
 	unsigned int i;
@@ -318,17 +317,18 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvmmsg, fd, vec, vlen, flags, timeout);
-	xs_sock_put(s);
 	if (timeout) {
 		if (xs_copy_in(&left, timeout, sizeof(left)))
-			return (int)xs_sys_ret(-EFAULT);
+			return io_fail(s, -EFAULT);
 		if (left.tv_sec < 0 || left.tv_nsec < 0 ||
 		    left.tv_nsec >= 1000000000)
-			return (int)xs_sys_ret(-EINVAL);
-		end = io_now_ns() + left.tv_sec * 1000000000 + left.tv_nsec;
+			return io_fail(s, -EINVAL);
+		/* saturated, as timespec64_add_safe() */
+		now = io_now_ns();
+		end = left.tv_sec >= (INT64_MAX - now) / 1000000000 - 1
+			      ? INT64_MAX
+			      : now + left.tv_sec * 1000000000 + left.tv_nsec;
 	}
-	if (vlen > IO_MMSG_MAX)
-		vlen = IO_MMSG_MAX;
 	for (i = 0; i < vlen;) {
 		rc = recvmsg_common(fd, &vec[i].msg_hdr,
 				    flags & ~MSG_WAITFORONE);
@@ -347,7 +347,10 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		}
 	}
 	if (rc < 0 && i == 0)
-		return -1;
+		return io_fail(s, -errno);
+	if (rc < 0)
+		XS_SAVE_ERRNO(xs_sock_keep_error(s, -errno));
+	xs_sock_put(s);
 	errno = saved; /* a success leaves errno as it was */
 	return (int)i;
 }
