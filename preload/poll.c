@@ -99,43 +99,47 @@ static uint64_t poll_spin_us(void)
 static void ep_nest_check(int fd);
 
 /*
- * Whether the application's @n bytes at @p can be read (and, with
- * @write, written) as the kernel's copy_from_user()/copy_to_user() would
- * find them: a bad pollfd array, fd set or epoll_event pointer is the
- * kernel's EFAULT (the call goes to it), where touching it here would
- * crash. One byte of each page is read, and written back, with
- * process_vm_readv/writev on ourselves, which fail cleanly. Event loops
- * pass the same buffers every time: the last ranges found good are
- * remembered per thread and not looked at again. Where those calls are
- * not allowed (a seccomp filter), nothing is checked.
+ * Whether the application's memory behind a wait's pointer is there, as
+ * the kernel's copy_from_user()/copy_to_user() would find it: a bad
+ * pollfd array, fd set, epoll_event or timeval is the kernel's EFAULT
+ * (the call goes to it), where touching it here would crash. A byte of
+ * each page is read with process_vm_readv(2) on ourselves, which fails
+ * cleanly; where the kernel writes, a byte it writes anyway is written
+ * back with process_vm_writev(2): any byte of an fd set, the revents of
+ * a pollfd array's first and last entry, the first byte of an epoll
+ * events buffer (the kernel only checks that range, and writes the
+ * events it delivers). Event loops pass the same buffers every time: the
+ * last ranges found good are remembered per thread. Where those calls
+ * are not allowed (a seccomp filter: any error but EFAULT), nothing is
+ * checked.
  */
-#define USER_OK_SLOTS 4
+enum user_use {
+	USER_READ,   /* read only: epoll_ctl's event */
+	USER_FDSET,  /* read and written whole: select's sets, timeval */
+	USER_POLLFD, /* read whole, revents written: poll's array */
+	USER_EVENTS, /* written from the start: epoll_wait's buffer */
+};
+
+#define USER_OK_SLOTS 8
 #define USER_PAGE     4096u
 
 static __thread struct {
 	uintptr_t p;
 	size_t n;
-	bool write;
+	enum user_use use;
 } user_ok[USER_OK_SLOTS];
 static __thread unsigned int user_ok_next;
 
-static bool user_ok_check(const void *p, size_t n, bool write)
+/* A byte of each page of @n bytes at @a read (and, @write, written back).
+ * Return: false for the kernel's EFAULT. */
+static bool user_probe(uintptr_t a, size_t n, bool write)
 {
 	struct iovec local, remote[64];
-	uintptr_t a = (uintptr_t)p, end, page;
 	unsigned char bytes[64] = { 0 };
-	unsigned int i, k;
+	uintptr_t end = a + n, page;
+	unsigned int k;
 	ssize_t r;
 
-	if (!n)
-		return true;
-	if (!p || a + n < a)
-		return false;
-	for (i = 0; i < USER_OK_SLOTS; i++)
-		if (user_ok[i].p == a && user_ok[i].n >= n &&
-		    (user_ok[i].write || !write))
-			return true;
-	end = a + n;
 	for (page = a; page < end;) {
 		for (k = 0; k < 64 && page < end; k++) {
 			remote[k] = (struct iovec){ (void *)page, 1 };
@@ -143,27 +147,64 @@ static bool user_ok_check(const void *p, size_t n, bool write)
 		}
 		local = (struct iovec){ bytes, k };
 		r = process_vm_readv(getpid(), &local, 1, remote, k, 0);
-		if (r < 0 && (errno == ENOSYS || errno == EPERM))
+		if (r < 0 && errno != EFAULT)
+			return true; /* not allowed here: unchecked */
+		if (r != (ssize_t)k)
+			return false;
+		if (!write)
+			continue;
+		r = process_vm_writev(getpid(), &local, 1, remote, k, 0);
+		if (r < 0 && errno != EFAULT)
 			return true;
 		if (r != (ssize_t)k)
 			return false;
-		if (write && process_vm_writev(getpid(), &local, 1, remote, k,
-					       0) != (ssize_t)k)
-			return false;
 	}
-	i = user_ok_next++ % USER_OK_SLOTS;
-	user_ok[i].p = a;
-	user_ok[i].n = n;
-	user_ok[i].write = write;
 	return true;
 }
 
-/* user_ok_check(), errno as it was */
-static bool poll_user_ok(const void *p, size_t n, bool write)
+static bool user_check(uintptr_t a, size_t n, enum user_use use)
 {
-	int saved = errno;
-	bool ok = user_ok_check(p, n, write);
+	const struct pollfd *f = (const void *)a;
+	size_t last = n / sizeof(*f) - 1;
 
+	switch (use) {
+	case USER_READ:
+		return user_probe(a, n, false);
+	case USER_FDSET:
+		return user_probe(a, n, true);
+	case USER_POLLFD:
+		return user_probe(a, n, false) &&
+		       user_probe((uintptr_t)&f[0].revents, 1, true) &&
+		       user_probe((uintptr_t)&f[last].revents, 1, true);
+	case USER_EVENTS:
+		return user_probe(a, 1, true);
+	}
+	return false;
+}
+
+/* Whether @n bytes at @p are there for @use; errno as it was. */
+static bool poll_user_ok(const void *p, size_t n, enum user_use use)
+{
+	uintptr_t a = (uintptr_t)p;
+	int saved = errno;
+	unsigned int i;
+	bool ok;
+
+	if (!n)
+		return true;
+	if (!p || a + n < a)
+		return false;
+	for (i = 0; i < USER_OK_SLOTS; i++)
+		if (user_ok[i].p == a && user_ok[i].n >= n &&
+		    user_ok[i].use == use)
+			return true;
+	ok = user_check(a, n, use);
+	if (ok) {
+		i = user_ok_next++ % USER_OK_SLOTS;
+		user_ok[i].p = a;
+		user_ok[i].n = n;
+		user_ok[i].use = use;
+	}
 	errno = saved;
 	return ok;
 }
@@ -397,7 +438,7 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	*handled = false;
 	if (!xs_enter() || !fds || nfds > xs_fdtab_size())
 		return 0;
-	if (!poll_user_ok(fds, nfds * sizeof(*fds), true))
+	if (!poll_user_ok(fds, nfds * sizeof(*fds), USER_POLLFD))
 		return 0; /* the kernel's EFAULT */
 	socks = poll_socks(fds, nfds);
 	if (!socks)
@@ -475,13 +516,14 @@ static bool select_needed(int nfds, fd_set *r, fd_set *w, fd_set *e)
 	struct xs_sock *s;
 	int fd;
 
-	size_t bytes = (size_t)(nfds + 63) / 64 * 8; /* FDS_BYTES() */
+	size_t bytes;
 
 	if (nfds <= 0 || nfds > FD_SETSIZE)
 		return false;
-	if ((r && !poll_user_ok(r, bytes, true)) ||
-	    (w && !poll_user_ok(w, bytes, true)) ||
-	    (e && !poll_user_ok(e, bytes, true)))
+	bytes = (size_t)(nfds + 63) / 64 * 8; /* FDS_BYTES() */
+	if ((r && !poll_user_ok(r, bytes, USER_FDSET)) ||
+	    (w && !poll_user_ok(w, bytes, USER_FDSET)) ||
+	    (e && !poll_user_ok(e, bytes, USER_FDSET)))
 		return false; /* the kernel's EFAULT */
 	for (fd = 0; fd < nfds; fd++) {
 		if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) ||
@@ -597,7 +639,10 @@ XS_EXPORT int select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 					  (uint64_t)timeout->tv_usec
 				: 0;
 	rc = select_emulated(nfds, rfds, wfds, efds, deadline, NULL);
-	if (timeout)
+	/* none for a zero timeout, and none where the kernel's copy would
+	 * fail (it ignores that): poll_select_finish() */
+	if (timeout && deadline &&
+	    poll_user_ok(timeout, sizeof(*timeout), USER_FDSET))
 		XS_SAVE_ERRNO(select_time_left(timeout, deadline));
 	return rc;
 }
@@ -652,11 +697,11 @@ struct ep_set {
 	bool in_app; /* the inner set is in the application's set */
 	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
 	/* the last armed look found nothing ready, and xs_sock_news() was
-	 * idle_news when it began: see ep_wait() */
+	 * idle_news when it began: see ep_wait_events() */
 	_Atomic bool idle_valid;
 	_Atomic unsigned long idle_news;
 	_Atomic bool kernel_first; /* maxevents 1: whose turn it is */
-	/* waits inside ep_wait(), and whether the epoll fd was closed
+	/* waits inside ep_wait_events(), and whether the epoll fd was closed
 	 * meanwhile: the last of them frees the set (ep_table_lock) */
 	unsigned int users;
 	bool closed;
@@ -1018,7 +1063,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	if (!ep)
 		return err;
 	if (op != EPOLL_CTL_DEL &&
-	    (!event || !poll_user_ok(event, sizeof(*event), false)))
+	    (!event || !poll_user_ok(event, sizeof(*event), USER_READ)))
 		return -EFAULT;
 	/* EPOLLEXCLUSIVE: only with ADD, and with few other bits
 	 * (EPOLLEXCLUSIVE_OK_BITS of fs/eventpoll.c) */
@@ -1543,15 +1588,17 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 	int rc = 0;
 
 	*handled = false;
-	if (!xs_enter() || max <= 0 || !events ||
-	    (size_t)max > SIZE_MAX / sizeof(*events) ||
-	    !poll_user_ok(events, (size_t)max * sizeof(*events), true) ||
-	    !(ep = ep_hold(epfd)))
-		return 0; /* the kernel's EINVAL or EFAULT */
+	if (!xs_enter() || max <= 0 || !events || !(ep = ep_hold(epfd)))
+		return 0;
 	pthread_mutex_lock(&ep->lock);
 	*handled = ep->nr > 0;
 	pthread_mutex_unlock(&ep->lock);
-	if (*handled)
+	/* a buffer the kernel could not write is its EFAULT; not through
+	 * the kernel's call here, which would hand out our inner set's
+	 * event */
+	if (*handled && !poll_user_ok(events, sizeof(*events), USER_EVENTS))
+		rc = (int)xs_sys_ret(-EFAULT);
+	else if (*handled)
 		rc = ep_wait(epfd, ep, events, max, timeout, sigmask);
 	XS_SAVE_ERRNO(ep_put(ep));
 	return rc;
