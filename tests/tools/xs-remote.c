@@ -44,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,10 +124,14 @@ static int agent_connect(const char *agent, double wait_s)
 	}
 	for (;;) {
 		for (a = ai; a; a = a->ai_next) {
+			struct timeval tmo = { 10, 0 }; /* each attempt's */
+
 			fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
 				    a->ai_protocol);
 			if (fd < 0)
 				continue;
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tmo,
+				   sizeof(tmo));
 			if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
 				freeaddrinfo(ai);
 				return fd;
@@ -264,11 +269,19 @@ int main(int argc, char **argv)
 	frame(&req, 'G', "");
 
 	fd = agent_connect(agent, wait ? atof(wait) : 60.0);
-	if (send(fd, req.p, req.len, MSG_NOSIGNAL) != (ssize_t)req.len) {
-		fprintf(stderr,
-			"xs-remote: cannot talk to xs-agent at %s: %s\n", agent,
-			strerror(errno));
-		return 125;
+	for (n = 0; n < req.len;) {
+		ssize_t r = send(fd, req.p + n, req.len - n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			fprintf(stderr,
+				"xs-remote: cannot talk to xs-agent at %s: "
+				"%s\n",
+				agent, strerror(errno));
+			return 125;
+		}
+		n += (size_t)r;
 	}
 	for (;;) {
 		if (!read_full(fd, &kind, 1) || !read_full(fd, &be, 4)) {
