@@ -126,6 +126,9 @@ void xs_sock_neg_done(struct xs_sock *s, int reason);
 /* Incremented in each forked child: a worker of another generation
  * belongs to an ancestor. */
 extern unsigned int xs_fork_gen;
+/* set by the thread that forks the xsock-cm helper around its fork():
+ * that child never holds the application's sockets (core/helper.c) */
+extern __thread bool xs_forking_helper;
 
 /* core/handoff.c (see there) */
 
@@ -136,6 +139,10 @@ extern unsigned int xs_fork_gen;
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
  * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */
 void xs_handoff_put(int fd, unsigned int state, unsigned int strip);
+
+/* @fd's key in the table (from its SO_COOKIE, unique per boot), or 0
+ * for no socket. */
+uint64_t xs_handoff_cookie(int fd);
 
 /* Forget @fd's record (it is claimed here). */
 void xs_handoff_drop(int fd);

@@ -107,7 +107,7 @@ out:
  * a free slot and one being written (the kernel numbers cookies from 1:
  * the first socket of a boot has cookie 1). Probe keys have bit 63 set.
  */
-static uint64_t handoff_cookie(int fd)
+uint64_t xs_handoff_cookie(int fd)
 {
 	uint64_t c = 0;
 	socklen_t len = sizeof(c);
@@ -157,7 +157,7 @@ fill:
 void xs_handoff_put(int fd, unsigned int state, unsigned int strip)
 {
 	struct handoff_slot *t = handoff_map(true);
-	uint64_t cookie = handoff_cookie(fd);
+	uint64_t cookie = xs_handoff_cookie(fd);
 
 	if (!t || !cookie)
 		return;
@@ -191,7 +191,7 @@ bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
 void xs_handoff_drop(int fd)
 {
 	if (__atomic_load_n(&handoff_table, __ATOMIC_ACQUIRE))
-		xs_handoff_take_cookie(handoff_cookie(fd), NULL, NULL);
+		xs_handoff_take_cookie(xs_handoff_cookie(fd), NULL, NULL);
 }
 
 bool xs_handoff_any(void)
@@ -225,7 +225,7 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (xs_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
 		goto out_none;
-	if (!xs_handoff_take_cookie(handoff_cookie(fd), &state, &strip))
+	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, &strip))
 		goto out_none;
 	fl = xs_real.fcntl(fd, F_GETFL);
 	s = xs_sock_create(
@@ -246,9 +246,9 @@ out_none:
 
 bool xs_sock_same(int a, int b)
 {
-	uint64_t c = handoff_cookie(a);
+	uint64_t c = xs_handoff_cookie(a);
 
-	return c && c == handoff_cookie(b);
+	return c && c == xs_handoff_cookie(b);
 }
 
 /* The key of a probe record: tag bit, client address, both ports (never

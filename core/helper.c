@@ -311,7 +311,9 @@ static int helper_get_locked(void)
 	    0)
 		return -errno;
 	xs_handoff_init(); /* the helper notes probes in the family's table */
+	xs_forking_helper = true; /* not one of the application's forks */
 	pid = xs_real.fork();
+	xs_forking_helper = false;
 	if (pid == 0) {
 		/* a grandchild of the application, reparented to init: it
 		 * never shows up in the application's wait() */

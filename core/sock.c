@@ -82,6 +82,10 @@ static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
 static const struct xs_config *core_cfg;
 static bool core_forked; /* set in a forked child; see xs_core_fork_child() */
 unsigned int xs_fork_gen;
+/* forks this process made (xs_core_atfork_parent()): a non-blocking
+ * connect's worker sees whether a child may now share its socket */
+static atomic_uint sock_forks;
+__thread bool xs_forking_helper;
 static __thread sigset_t core_fork_sigmask; /* mask restored after fork() */
 
 /*
@@ -202,6 +206,8 @@ void xs_core_atfork_prepare(void)
 
 void xs_core_atfork_parent(void)
 {
+	if (!xs_forking_helper)
+		atomic_fetch_add(&sock_forks, 1);
 	xs_log_unlock();
 	xs_dev_unlock();
 	pthread_mutex_unlock(&sock_linger_lock);
@@ -271,6 +277,9 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	s->rdma_pid = 0;
 	atomic_store_explicit(&s->connecting, false, memory_order_relaxed);
 	atomic_store_explicit(&s->connect_unseen, false, memory_order_relaxed);
+	atomic_store_explicit(&s->connect_inherited, false,
+			      memory_order_relaxed);
+	s->connect_cookie = 0;
 	s->connect_evfd = -1;
 	s->connect_err = 0;
 	atomic_store_explicit(&s->neg, XS_NEG_NONE, memory_order_relaxed);
@@ -1062,7 +1071,10 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		sock_set_kind(s, XS_KIND_TCP, reason);
 	pthread_mutex_unlock(&s->lock);
-	if (reason == XS_FB_NONE)
+	/* a connect() that returned 0 saw it done; one inherited from the
+	 * parent process's worker not yet */
+	if (reason == XS_FB_NONE &&
+	    !atomic_exchange(&s->connect_inherited, false))
 		atomic_store(&s->connect_unseen, false);
 	atomic_store_explicit(&s->connecting, false, memory_order_release);
 	(void)!eventfd_write(s->connect_evfd, 1);
@@ -1071,8 +1083,14 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 
 bool xs_sock_claim(struct xs_sock *s, int fd)
 {
-	int role = atomic_load_explicit(&s->neg, memory_order_relaxed);
-	int rc;
+	int role, rc;
+
+	/* a connect that the parent process ran: its outcome first (the
+	 * socket may be negotiable now, and this process the one that
+	 * negotiates) */
+	if (s->neg_gen != xs_fork_gen && xs_sock_connecting(s))
+		return true;
+	role = atomic_load_explicit(&s->neg, memory_order_relaxed);
 
 	if (role == XS_NEG_NONE)
 		return xs_sock_connecting(s);
@@ -1109,6 +1127,13 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	}
 	xs_dbg("neg", "fd %d claimed (%s side)", fd,
 	       role == XS_NEG_CLIENT ? "client" : "server");
+	/* A non-blocking connect that the parent's worker completed: over
+	 * kernel TCP it is done, writable even to a poll that does not
+	 * wait. Its worker would have negotiated before saying so; here
+	 * the first call after it does, and waits for that. */
+	if (atomic_load(&s->connect_inherited) &&
+	    xs_sock_connect_wait(s, (int)core_cfg->connect_timeout_ms) == 0)
+		return xs_sock_connecting(s);
 	return true;
 }
 
@@ -1151,21 +1176,23 @@ struct sock_connecting {
 	struct sockaddr_storage addr, rdma_addr; /* as given; unmapped */
 	socklen_t len;
 	struct xs_conn_params p;
+	unsigned int forks; /* sock_forks when the connect began */
 };
 
 /*
  * Wait for the kernel's non-blocking connect on @fd; its SO_ERROR (read,
  * so cleared) is kept for the application's. Return: 0 connected, else
- * the errno it failed with (or ECANCELED: nobody wants the socket).
+ * the errno it failed with (or ECANCELED: nobody wants the socket; never
+ * when @shared, a child forked since may hold it).
  */
-static int sock_connect_finish(struct xs_sock *s, int fd)
+static int sock_connect_finish(struct xs_sock *s, int fd, bool shared)
 {
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
 	socklen_t len = sizeof(int);
 	int err = 0;
 
 	while (xs_real.poll(&p, 1, 100) <= 0)
-		if (atomic_load(&s->refcnt) <= 1)
+		if (atomic_load(&s->refcnt) <= 1 && !shared)
 			return ECANCELED;
 	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		err = errno;
@@ -1185,16 +1212,19 @@ static void *sock_connect_main(void *arg)
 {
 	struct sock_connecting *a = arg;
 	struct xs_sock *s = a->s;
+	bool negotiable = false;
 	int reason, err = 0;
 	XS_INSIDE(); /* a thread of ours: the handshake, maybe the last put */
 
 	reason = sock_probe(a->fd, (struct sockaddr *)&a->rdma_addr);
 	pthread_mutex_lock(&s->lock);
 	/* Unless the application closed every fd of it meanwhile: then
-	 * our reference is the last and nobody wants the connection.
-	 * The kernel's connect goes first, so no wait ever sees the
-	 * unconnected socket's POLLOUT|POLLHUP. */
-	if (atomic_load(&s->refcnt) <= 1)
+	 * our reference is the last and nobody wants the connection (a
+	 * child forked since may hold it: then it goes on). The kernel's
+	 * connect goes first, so no wait ever sees the unconnected
+	 * socket's POLLOUT|POLLHUP. */
+	if (atomic_load(&s->refcnt) <= 1 &&
+	    atomic_load(&sock_forks) == a->forks)
 		err = ECANCELED;
 	else if (xs_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) <
 			 0 &&
@@ -1214,7 +1244,8 @@ static void *sock_connect_main(void *arg)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (reason == XS_FB_NONE && !err) {
-		err = sock_connect_finish(s, a->fd);
+		err = sock_connect_finish(s, a->fd,
+					  atomic_load(&sock_forks) != a->forks);
 		if (err && err != ECANCELED) {
 			pthread_mutex_lock(&s->lock);
 			s->connect_err = err;
@@ -1223,16 +1254,23 @@ static void *sock_connect_main(void *arg)
 		}
 		/* connected, the hello sent: a non-blocking connect is an
 		 * event loop's, whose process does the I/O - negotiate now,
-		 * so that writable means writable, as over kernel TCP */
+		 * so that writable means writable, as over kernel TCP.
+		 * Unless the process forked meanwhile: the child may be the
+		 * one that uses it, so the first process that does I/O claims
+		 * it (its record, XS_NEG_CLIENT, is in the handoff table). */
 		if (!err && sock_connected_hello(s, a->fd) == 0) {
-			xs_handoff_drop(a->fd);
-			atomic_store(&s->neg, XS_NEG_NONE);
-			reason = xs_neg_client_run(s, a->fd);
-			if (reason == XS_FB_NONE)
-				atomic_store(&s->connect_unseen, true);
+			if (atomic_load(&sock_forks) != a->forks) {
+				negotiable = true;
+			} else {
+				xs_handoff_drop(a->fd);
+				atomic_store(&s->neg, XS_NEG_NONE);
+				reason = xs_neg_client_run(s, a->fd);
+				if (reason == XS_FB_NONE)
+					atomic_store(&s->connect_unseen, true);
+			}
 		}
 		pthread_mutex_lock(&s->lock);
-		if (xs_sock_kind(s) == XS_KIND_PENDING) {
+		if (!negotiable && xs_sock_kind(s) == XS_KIND_PENDING) {
 			sock_set_kind(s, XS_KIND_TCP,
 				      reason != XS_FB_NONE
 					      ? reason
@@ -1241,6 +1279,10 @@ static void *sock_connect_main(void *arg)
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
+	/* a child forked meanwhile learns a TCP outcome from the table */
+	if (!negotiable && atomic_load(&sock_forks) != a->forks &&
+	    xs_sock_kind(s) == XS_KIND_TCP)
+		xs_handoff_put(a->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_real.close(a->fd);
 	atomic_store_explicit(&s->connecting, false, memory_order_release);
 	(void)!eventfd_write(s->connect_evfd, 1);
@@ -1286,6 +1328,8 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	a->len = len;
 	a->app_fd = fd;
 	a->rdma_addr = *rdma_addr;
+	a->forks = atomic_load(&sock_forks);
+	s->connect_cookie = xs_handoff_cookie(fd);
 	xs_sock_conn_params(&a->p);
 	a->s = s;
 	xs_sock_get(s);
@@ -1300,12 +1344,46 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	return rc;
 }
 
+/*
+ * A connect that a worker of the process this one was forked from runs,
+ * there: its outcome, once that worker recorded it in the handoff table
+ * (the connection negotiable, or TCP), becomes this copy's. Return:
+ * whether it still runs. Called by a forked child only.
+ */
+static bool sock_connect_elsewhere(struct xs_sock *s)
+{
+	unsigned int state, strip;
+	bool done;
+
+	xs_handoff_init(); /* the parent may have mapped it after the fork */
+	pthread_mutex_lock(&s->lock);
+	done = !atomic_load(&s->connecting) || s->neg_gen == xs_fork_gen;
+	if (!done && s->connect_cookie &&
+	    xs_handoff_take_cookie(s->connect_cookie, &state, &strip)) {
+		xs_dbg("sock", "the parent's connect: %s",
+		       state == XS_NEG_CLIENT ? "to negotiate" : "tcp");
+		s->neg_gen = xs_fork_gen;
+		pthread_mutex_unlock(&s->lock);
+		xs_sock_adopted(s, -1, state, strip);
+		/* the application's connect() again then answers 0 once */
+		atomic_store(&s->connect_unseen, true);
+		atomic_store(&s->connect_inherited, true);
+		atomic_store_explicit(&s->connecting, false,
+				      memory_order_release);
+		return false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return !done;
+}
+
 bool xs_sock_connecting(struct xs_sock *s)
 {
-	/* a worker of the process this one was forked from runs there, not
-	 * here: the copy never decides, so it is not waited for */
-	return atomic_load_explicit(&s->connecting, memory_order_acquire) &&
-	       s->neg_gen == xs_fork_gen;
+	if (!atomic_load_explicit(&s->connecting, memory_order_acquire))
+		return false;
+	if (s->neg_gen == xs_fork_gen)
+		return true;
+	/* a worker of the process this one was forked from runs there */
+	return sock_connect_elsewhere(s);
 }
 
 int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
@@ -1327,10 +1405,14 @@ int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
 			ms = (int)((deadline - now + 999) / 1000);
 		}
 		/* Another thread's claim makes the eventfd a moment after it
-		 * marked the socket connecting: until then, look every ms. */
+		 * marked the socket connecting: until then, look every ms. A
+		 * connect that the parent process runs: its eventfd may be
+		 * drained there, so look at the table every 10 ms. */
 		pfd.fd = __atomic_load_n(&s->connect_evfd, __ATOMIC_ACQUIRE);
 		if (pfd.fd < 0 && (ms < 0 || ms > 1))
 			ms = 1;
+		else if (s->neg_gen != xs_fork_gen && (ms < 0 || ms > 10))
+			ms = 10;
 		n = xs_real.poll(&pfd, 1, ms);
 		if (n < 0 && errno == EINTR)
 			return -EINTR;

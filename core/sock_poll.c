@@ -71,7 +71,10 @@ bool xs_sock_poll_arm(struct xs_sock *s)
 	int rc;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
-		return false; /* the CM channel needs no arming */
+		/* the CM channel needs no arming; a connect that the parent
+		 * process runs is looked at again soon (its eventfd may be
+		 * drained there) */
+		return xs_sock_connecting(s) && s->neg_gen != xs_fork_gen;
 
 	XS_INSIDE(); /* arming is ibv_req_notify_cq() */
 	rc = xs_stream_arm(s->stream);

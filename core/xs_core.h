@@ -247,6 +247,11 @@ struct xs_sock {
 	bool neg_expect;       /* server: the client probed, its hello comes */
 	atomic_int neg_evfd;   /* the worker's wake-up eventfd, or -1 */
 	unsigned int neg_gen;  /* xs_fork_gen of the process running it */
+	/* a non-blocking connect's socket (SO_COOKIE): a child forked while
+	 * it ran takes the outcome from the handoff table */
+	uint64_t connect_cookie;
+	atomic_bool connect_inherited; /* that outcome taken, its negotiation
+					* not done: connect() still owes a 0 */
 	/* Kind TCP: 1 << XS_TCP_* of the control messages that may still
 	 * lead the stream; stripped before the application reads. */
 	atomic_uint strip;

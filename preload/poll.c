@@ -258,13 +258,20 @@ static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
  * served by the kernel become plain entries (reference dropped). Return:
  * whether any was decided, so the wait is set up again.
  */
-static bool poll_decided(struct xs_sock **socks, bool *connecting, nfds_t n)
+static bool poll_decided(const struct pollfd *fds, struct xs_sock **socks,
+			 bool *connecting, nfds_t n)
 {
 	bool changed = false;
 	nfds_t i;
 
 	for (i = 0; i < n; i++) {
 		if (!connecting[i] || xs_sock_connecting(socks[i]))
+			continue;
+		/* a connect done, the transport still to negotiate (one that
+		 * the parent process ran): this process waits on it, so it
+		 * does its I/O */
+		if (xs_sock_negotiable(socks[i]) &&
+		    xs_sock_claim(socks[i], fds[i].fd))
 			continue;
 		connecting[i] = false;
 		changed = true;
@@ -355,7 +362,7 @@ rebuild:
 			ready = -errno;
 			break;
 		}
-		if (poll_decided(socks, connecting, n))
+		if (poll_decided(fds, socks, connecting, n))
 			goto rebuild;
 		for (i = 0; i < m; i++)
 			if (back[i] != SIZE_MAX)

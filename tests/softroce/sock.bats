@@ -268,14 +268,20 @@ plain_server()
 	local how kernel plain_port=$((port + 1)) xs_port=$port
 	port=$plain_port plain_server "plain$BATS_TEST_NUMBER"
 	port=$xs_port
-	for how in poll epoll select sleep; do
+	# fork-HOW: a child forked while the connect runs waits, connects
+	# again and echoes; it carries the connection over RDMA
+	for how in poll epoll select sleep fork-poll fork-epoll fork-sleep; do
 		run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
 		kernel=$output
 		[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: 0\nconnect again: 0\necho: ok' ]]
 		run --separate-stderr timeout 30 env $(xsenv "nb$how") "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
 		echo "$how: $output"
 		[[ "$output" == "$kernel" ]]
-		[[ $(stat "nb$how" connects) == 1 && $(stat "nb$how" tcp) == 0 ]]
+		cat "$XS_RUN_DIR/nb$how.stats"
+		# every process's block: one connection, over RDMA
+		[[ $(awk '$1 == "rdma" && $2 == "connects" { c += $3 }
+			$1 == "rdma" && NF == 2 { r += $2 } $1 == "tcp" && NF == 2 { t += $2 }
+			END { print c + 0, r + 0, t + 0 }' "$XS_RUN_DIR/nb$how.stats") == "1 1 0" ]]
 	done
 	# a server without xsock: the worker falls back to the kernel's connect
 	run --separate-stderr timeout 30 env $(xsenv nbplain) "$XSNET" nbconnect "$XS_ADDR_A" "$plain_port" epoll

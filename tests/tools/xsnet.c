@@ -27,8 +27,9 @@
  *   xsnet nbconnect IP PORT HOW a non-blocking connect to the echo server
  *                              (or to nobody), waited for by HOW: poll,
  *                              epoll, select, or sleep (3 s without a
- *                              call, then poll without waiting); one line
- *                              per fact
+ *                              call, then poll without waiting), or
+ *                              fork-HOW (a forked child waits and uses
+ *                              the socket); one line per fact
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,6 +52,7 @@
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -589,6 +591,22 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 		die("socket");
 	rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
 	printf("connect: %s\n", errname(rc ? errno : 0));
+	/* fork-HOW: a child goes on with the connect in progress, the parent
+	 * closes its copy and waits for it */
+	if (!strncmp(how, "fork-", 5)) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid < 0)
+			die("fork");
+		if (pid > 0) {
+			close(fd);
+			if (waitpid(pid, &st, 0) < 0)
+				die("waitpid");
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		}
+		how += 5;
+	}
 	if (!strcmp(how, "poll")) {
 		rc = poll(&pfd, 1, 10000) == 1 && (pfd.revents & POLLOUT);
 	} else if (!strcmp(how, "epoll")) {
@@ -614,10 +632,18 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 	if (err == 0) {
 		rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
 		printf("connect again: %s\n", errname(rc ? errno : 0));
+		ssize_t n = write(fd, "ping", 4);
+
 		pfd.events = POLLIN;
-		rc = write(fd, "ping", 4) == 4 && poll(&pfd, 1, 10000) == 1 &&
-		     read(fd, buf, 4) == 4 && !memcmp(buf, "ping", 4);
-		printf("echo: %s\n", rc ? "ok" : "FAILED");
+		if (n != 4)
+			printf("echo: write=%zd errno=%s\n", n, errname(errno));
+		else if (poll(&pfd, 1, 10000) != 1)
+			printf("echo: poll: no reply (%s)\n", errname(errno));
+		else if ((n = read(fd, buf, 4)) != 4 || memcmp(buf, "ping", 4))
+			printf("echo: read=%zd errno=%s\n", n,
+			       errname(n < 0 ? errno : 0));
+		else
+			printf("echo: ok\n");
 	}
 	close(fd);
 	return 0;
