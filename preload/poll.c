@@ -553,6 +553,7 @@ static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *e,
 	struct xs_sock **socks;
 	nfds_t n = 0, i;
 	int fd, rc, count = 0;
+	size_t bytes;
 
 	if (!fds)
 		return (int)xs_sys_ret(-ENOMEM);
@@ -584,12 +585,15 @@ static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		free(fds);
 		return rc;
 	}
+	/* the kernel writes back FDS_BYTES(nfds) of each set, no more: a
+	 * program may size its sets by nfds (libevent's select backend) */
+	bytes = (size_t)(nfds + 63) / 64 * 8;
 	if (r)
-		FD_ZERO(r);
+		memset(r, 0, bytes);
 	if (w)
-		FD_ZERO(w);
+		memset(w, 0, bytes);
 	if (e)
-		FD_ZERO(e);
+		memset(e, 0, bytes);
 	for (i = 0; i < n; i++) {
 		short rev = fds[i].revents;
 

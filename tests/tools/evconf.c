@@ -991,6 +991,23 @@ static void sc_select(int fd)
 	rc = select(0, NULL, NULL, NULL, &(struct timeval){ 0, 50000 });
 	elapsed_show("select-sleep", "select", rc, errno, t0, 50);
 
+	/* only FDS_BYTES(nfds) of a set are the kernel's to write: the rest
+	 * of the caller's memory stays as it was */
+	{
+		fd_set big;
+
+		memset(&big, 0xa5, sizeof(big));
+		FD_ZERO(&r);
+		memcpy(&big, &r, (size_t)(fd + 64) / 64 * 8);
+		FD_SET(fd, &big);
+		rc = select(fd + 1, &big, NULL, NULL,
+			    &(struct timeval){ 0, 0 });
+		printf("select-set-tail: select=%d tail=%s\n", rc,
+		       ((unsigned char *)&big)[sizeof(big) - 1] == 0xa5
+			       ? "kept"
+			       : "written");
+	}
+
 	gone = closed_fd();
 	FD_ZERO(&r);
 	FD_SET(fd, &r);
