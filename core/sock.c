@@ -1179,6 +1179,12 @@ struct sock_connecting {
 	unsigned int forks; /* sock_forks when the connect began */
 };
 
+/* Whether the process forked since @a began: a child may hold the socket. */
+static bool sock_connect_shared(const struct sock_connecting *a)
+{
+	return atomic_load(&sock_forks) != a->forks;
+}
+
 /*
  * Wait for the kernel's non-blocking connect on @fd; its SO_ERROR (read,
  * so cleared) is kept for the application's. Return: 0 connected, else
@@ -1223,8 +1229,7 @@ static void *sock_connect_main(void *arg)
 	 * child forked since may hold it: then it goes on). The kernel's
 	 * connect goes first, so no wait ever sees the unconnected
 	 * socket's POLLOUT|POLLHUP. */
-	if (atomic_load(&s->refcnt) <= 1 &&
-	    atomic_load(&sock_forks) == a->forks)
+	if (atomic_load(&s->refcnt) <= 1 && !sock_connect_shared(a))
 		err = ECANCELED;
 	else if (xs_real.connect(a->fd, (struct sockaddr *)&a->addr, a->len) <
 			 0 &&
@@ -1244,8 +1249,7 @@ static void *sock_connect_main(void *arg)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (reason == XS_FB_NONE && !err) {
-		err = sock_connect_finish(s, a->fd,
-					  atomic_load(&sock_forks) != a->forks);
+		err = sock_connect_finish(s, a->fd, sock_connect_shared(a));
 		if (err && err != ECANCELED) {
 			pthread_mutex_lock(&s->lock);
 			s->connect_err = err;
@@ -1259,7 +1263,7 @@ static void *sock_connect_main(void *arg)
 		 * one that uses it, so the first process that does I/O claims
 		 * it (its record, XS_NEG_CLIENT, is in the handoff table). */
 		if (!err && sock_connected_hello(s, a->fd) == 0) {
-			if (atomic_load(&sock_forks) != a->forks) {
+			if (sock_connect_shared(a)) {
 				negotiable = true;
 			} else {
 				xs_handoff_drop(a->fd);
@@ -1280,7 +1284,7 @@ static void *sock_connect_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 	}
 	/* a child forked meanwhile learns a TCP outcome from the table */
-	if (!negotiable && atomic_load(&sock_forks) != a->forks &&
+	if (!negotiable && sock_connect_shared(a) &&
 	    xs_sock_kind(s) == XS_KIND_TCP)
 		xs_handoff_put(a->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_real.close(a->fd);

@@ -517,17 +517,23 @@ XS_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds,
 
 /* -------------------------------------------------------------- select */
 
+/* The bytes of an fd set that select(@nfds) reads and writes back: the
+ * kernel's FDS_BYTES(), whole longs (a program may size its sets so). */
+static size_t select_set_bytes(int nfds)
+{
+	return (size_t)(nfds + 63) / 64 * 8;
+}
+
 /* Whether a set bit of the fd sets below @nfds is an emulated socket. */
 static bool select_needed(int nfds, fd_set *r, fd_set *w, fd_set *e)
 {
 	struct xs_sock *s;
-	int fd;
-
 	size_t bytes;
+	int fd;
 
 	if (nfds <= 0 || nfds > FD_SETSIZE)
 		return false;
-	bytes = (size_t)(nfds + 63) / 64 * 8; /* FDS_BYTES() */
+	bytes = select_set_bytes(nfds);
 	if ((r && !poll_user_ok(r, bytes, USER_FDSET)) ||
 	    (w && !poll_user_ok(w, bytes, USER_FDSET)) ||
 	    (e && !poll_user_ok(e, bytes, USER_FDSET)))
@@ -585,9 +591,9 @@ static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *e,
 		free(fds);
 		return rc;
 	}
-	/* the kernel writes back FDS_BYTES(nfds) of each set, no more: a
-	 * program may size its sets by nfds (libevent's select backend) */
-	bytes = (size_t)(nfds + 63) / 64 * 8;
+	/* FDS_BYTES(nfds) of each set, no more (libevent's select backend
+	 * sizes its sets by nfds) */
+	bytes = select_set_bytes(nfds);
 	if (r)
 		memset(r, 0, bytes);
 	if (w)
