@@ -104,16 +104,28 @@ file_teardown()
 	tc qdisc del dev "$cli" root 2>/dev/null || true
 }
 
-# blackhole SECONDS - lose every packet of the data link for SECONDS.
+# blackhole SECONDS [CMD...] - lose every packet of the data link for
+# SECONDS, or until CMD succeeds (looked at every 0.2 s), whichever first.
 blackhole()
 {
-	local srv cli
+	local srv cli i secs=$1
+	shift
 	read -r srv cli < <(data_links)
 	"$XS_REMOTE" tc qdisc add dev "$srv" root netem loss 100%
 	tc qdisc add dev "$cli" root netem loss 100%
-	sleep "$1"
+	for ((i = 0; i < secs * 5; i++)); do
+		(($# == 0)) || ! "$@" || break
+		sleep 0.2
+	done
 	"$XS_REMOTE" tc qdisc del dev "$srv" root
 	tc qdisc del dev "$cli" root
+}
+
+# both_failed SRVLOG - the client ($cli) has exited and the server's log
+# has its "failed" line.
+both_failed()
+{
+	! kill -0 "$cli" 2>/dev/null && grep -qE '^failed ' "$1"
 }
 
 # flow_start SECONDS - an echo server (flow_peer.py serve, with the options
@@ -199,14 +211,15 @@ flow_outcome()
 	# delivered): like a TCP server, it then learns only by keepalive,
 	# which it sets on its listener (its connections inherit it).
 	FLOW_SERVE_ARGS="--keepalive 2,1,1" flow_start 90
-	# the outage outlasts the bound, so no side is rescued by the link's
-	# return: each must have failed on its own within it
-	blackhole $(sized 32 40) &
+	# the outage outlasts the bound, or ends once both sides have failed,
+	# so no side is rescued by the link's return: each must have failed
+	# on its own within it
+	srvlog=$XS_RUN_DIR/remote/srv.log
+	blackhole $(sized 32 40) both_failed "$srvlog" &
 	locals+=($!)
 	flow_wait
 	((status == 3)) # failed, nothing corrupt
 	failed_within "$output" client:
-	srvlog=$XS_RUN_DIR/remote/srv.log
 	retry_for 30 grep -qE '^failed ' "$srvlog"
 	failed_within "$(cat "$srvlog")" server:
 	# once the link is back, the same server serves a new connection
