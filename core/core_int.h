@@ -76,6 +76,58 @@ void xs_dev_lock(void);
 void xs_dev_unlock(void);
 
 /**
+ * xs_self_add() - list client socket @s, connected on @fd and negotiating,
+ *                 by its local address (core/sock_self.c)
+ * xs_self_accepted() - list @s, accepted on @fd, if its peer is a listed
+ *                      client socket: this process's own connection
+ * xs_self_del() - take @s off the list (its negotiation ended, or it goes)
+ * xs_self_other() - the other end of listed @s, if no fork came since both
+ *                   were listed: a reference for the caller, its fd in
+ *                   *@other_fd; else NULL
+ * xs_self_fork_child() - empty the list in a forked child
+ * Context: any thread; a leaf lock. Each costs one load while the list is
+ * empty; xs_self_add() and xs_self_accepted() then a getsockname(2) or
+ * getpeername(2).
+ */
+void xs_self_add(struct xs_sock *s, int fd);
+void xs_self_accepted(struct xs_sock *s, int fd);
+void xs_self_del(const struct xs_sock *s);
+struct xs_sock *xs_self_other(const struct xs_sock *s, int *other_fd);
+void xs_self_fork_child(void);
+
+/* xs_sock_forks() - forks this process made so far (not counting the
+ * library's helper's); see core/sock.c. */
+unsigned int xs_sock_forks(void);
+
+/**
+ * xs_sig_restarts() - whether a blocking call that a signal handler just
+ *                     interrupted restarts, as the kernel's would with
+ *                     SA_RESTART (core/sig.c)
+ *
+ * For a wait in poll(2) that returned EINTR inside a blocking recv, send
+ * or connect without a socket timeout (signal(7): those with one always
+ * fail with EINTR). True when every signal this thread has unblocked and
+ * handled has SA_RESTART: whichever came, the kernel would have restarted.
+ * False when one has not: that one may have come.
+ * Context: any thread; one sigaction(2) per signal (about 64 system
+ * calls), only after an EINTR. errno is kept.
+ */
+bool xs_sig_restarts(void);
+
+/**
+ * xs_wake_all() - wake every thread in an emulated wait, through its own
+ *                 eventfd (see xs_wake_enter() and core/wake.c)
+ * Context: any thread, any lock held; lock-free, one write(2) per thread
+ * asleep. For news that changes every waiter's answer and that no channel
+ * fd announces to each of them.
+ */
+void xs_wake_all(void);
+
+/* xs_wake_fork_child() - forget the parent's waiters and their eventfds
+ * (shared with the parent); from the atfork child handler. */
+void xs_wake_fork_child(void);
+
+/**
  * xs_thread_start() - start a thread of the library's: detached, every
  *                     signal blocked in it (core/thread.c)
  * @fn, @arg:    what it runs

@@ -692,6 +692,25 @@ out_free:
 
 /* ---------------------------------------------------------- strip */
 
+void xs_sock_closing(struct xs_sock *s, int fd)
+{
+	int fl, err = errno;
+
+	if (atomic_load(&s->neg) != XS_NEG_SERVER ||
+	    xs_sock_kind(s) != XS_KIND_PENDING || xs_sock_connecting(s) ||
+	    atomic_load(&s->refcnt) != 1 || s->accept_gen != xs_fork_gen ||
+	    s->accept_forks != xs_sock_forks() || atomic_load(&s->passed))
+		return;
+	fl = xs_real.fcntl(fd, F_GETFD);
+	if (fl < 0 || !(fl & FD_CLOEXEC)) {
+		errno = err;
+		return;
+	}
+	atomic_store(&s->strip, (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
+	(void)xs_sock_strip(s, fd, true);
+	errno = err;
+}
+
 int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
 {
 	struct xs_tcp_msg m;
@@ -736,7 +755,10 @@ int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
 			struct pollfd p = { .fd = fd, .events = POLLIN };
 			int n = xs_real.poll(&p, 1, timeout ? timeout : -1);
 
-			if (n < 0 && errno == EINTR)
+			/* SA_RESTART: as the kernel's recv, unless
+			 * SO_RCVTIMEO */
+			if (n < 0 && errno == EINTR &&
+			    (timeout || !xs_sig_restarts()))
 				return -EINTR;
 			if (n == 0)
 				return -EAGAIN; /* SO_RCVTIMEO */

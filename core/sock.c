@@ -179,6 +179,11 @@ bool xs_sock_mine(const struct xs_sock *s)
 	return !core_forked || s->rdma_pid == getpid();
 }
 
+unsigned int xs_sock_forks(void)
+{
+	return atomic_load(&sock_forks);
+}
+
 void xs_core_fork_child(void)
 {
 	core_forked = true;
@@ -233,6 +238,8 @@ void xs_core_atfork_child(void)
 	pthread_mutex_unlock(&sock_pool_lock);
 	/* The child counts its own sockets, not its parent's again. */
 	xs_pub_fork_child();
+	xs_wake_fork_child();
+	xs_self_fork_child();
 	pthread_sigmask(SIG_SETMASK, &core_fork_sigmask, NULL);
 }
 
@@ -592,6 +599,7 @@ void xs_sock_put(struct xs_sock *s)
 		return;
 
 	XS_INSIDE(); /* the last reference: QP, CQ, ids and MRs go */
+	xs_self_del(s);
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
 	sock_teardown(s);
@@ -1065,6 +1073,7 @@ void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 
 void xs_sock_neg_done(struct xs_sock *s, int reason)
 {
+	xs_self_del(s);
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&s->neg, XS_NEG_NONE);
 	atomic_store(&s->neg_evfd, -1);
@@ -1083,7 +1092,8 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 
 bool xs_sock_claim(struct xs_sock *s, int fd)
 {
-	int role, rc;
+	struct xs_sock *other;
+	int role, rc, other_fd;
 
 	/* a connect that the parent process ran: its outcome first (the
 	 * socket may be negotiable now, and this process the one that
@@ -1127,6 +1137,14 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	}
 	xs_dbg("neg", "fd %d claimed (%s side)", fd,
 	       role == XS_NEG_CLIENT ? "client" : "server");
+	/* a connection to ourselves: its other end waits for this one's
+	 * answer, and is ours too unless we forked since */
+	other = xs_self_other(s, &other_fd);
+	if (other) {
+		xs_self_del(s);
+		(void)xs_sock_claim(other, other_fd);
+		xs_sock_put(other);
+	}
 	/* A non-blocking connect that the parent's worker completed: over
 	 * kernel TCP it is done, writable even to a poll that does not
 	 * wait. Its worker would have negotiated before saying so; here
@@ -1162,8 +1180,10 @@ static int sock_connected_hello(struct xs_sock *s, int fd)
 		sock_set_kind(s, XS_KIND_TCP, XS_FB_PEER_NO_XSOCK);
 	else
 		atomic_store(&s->neg, XS_NEG_CLIENT);
-	if (!rc)
+	if (!rc) {
 		xs_handoff_put(fd, XS_NEG_CLIENT, 0);
+		xs_self_add(s, fd); /* its server may be this process */
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -1418,7 +1438,8 @@ int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
 		else if (s->neg_gen != xs_fork_gen && (ms < 0 || ms > 10))
 			ms = 10;
 		n = xs_real.poll(&pfd, 1, ms);
-		if (n < 0 && errno == EINTR)
+		/* SA_RESTART: as the kernel's connect, unless SO_SNDTIMEO */
+		if (n < 0 && errno == EINTR && (deadline || !xs_sig_restarts()))
 			return -EINTR;
 	}
 	return 0;
@@ -1685,6 +1706,9 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		/* its I/O process negotiates: the client may run xsock */
 		atomic_store(&c->neg, XS_NEG_SERVER);
 		c->neg_expect = xs_handoff_probed(nfd);
+		c->accept_gen = xs_fork_gen;
+		c->accept_forks = atomic_load(&sock_forks);
+		atomic_store(&c->passed, false);
 		xs_handoff_put(nfd, XS_NEG_SERVER, 0);
 		atomic_store(&c->linger_ms, atomic_load(&s->linger_ms));
 		atomic_store(&c->keepidle_s, atomic_load(&s->keepidle_s));
@@ -1694,5 +1718,8 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 		pthread_mutex_unlock(&c->lock);
 	}
 	*child = c;
+	/* a connection from this very process (core/sock_self.c) */
+	if (reason == XS_FB_NONE)
+		xs_self_accepted(c, nfd);
 	return nfd;
 }

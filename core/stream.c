@@ -523,6 +523,9 @@ static void stream_wake(struct xs_stream *s)
 {
 	pthread_cond_broadcast(&s->cond);
 	stream_kick(s);
+	/* the first of two threads asleep on the kick drains it; each has
+	 * its own wake-up too */
+	xs_wake_all();
 }
 
 /* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
@@ -612,8 +615,13 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
 	err = errno;
 	pthread_mutex_lock(&s->lock);
+	/* a handler with SA_RESTART: the kernel's call would go on, unless
+	 * it has a timeout (signal(7)) */
 	if (n < 0)
-		return err == EINTR ? -EINTR : 0;
+		return err == EINTR && (deadline != STREAM_FOREVER ||
+					!xs_sig_restarts())
+			       ? -EINTR
+			       : 0;
 	if (pfd[0].revents)
 		stream_cq_event(s);
 	if (pfd[1].revents)

@@ -245,8 +245,12 @@ struct xs_sock {
 	atomic_int neg;	       /* enum xs_neg_role */
 	atomic_bool neg_hurry; /* the application wants to send now */
 	bool neg_expect;       /* server: the client probed, its hello comes */
-	atomic_int neg_evfd;   /* the worker's wake-up eventfd, or -1 */
-	unsigned int neg_gen;  /* xs_fork_gen of the process running it */
+	/* server: xs_fork_gen and xs_sock_forks() at its accept, and whether
+	 * it went to another process with SCM_RIGHTS: see xs_sock_closing() */
+	unsigned int accept_gen, accept_forks;
+	atomic_bool passed;
+	atomic_int neg_evfd;  /* the worker's wake-up eventfd, or -1 */
+	unsigned int neg_gen; /* xs_fork_gen of the process running it */
 	/* a non-blocking connect's socket (SO_COOKIE): a child forked while
 	 * it ran takes the outcome from the handoff table */
 	uint64_t connect_cookie;
@@ -527,6 +531,29 @@ static inline bool xs_sock_negotiable(const struct xs_sock *s)
 void xs_sock_hurry(struct xs_sock *s);
 
 /**
+ * xs_sock_closing() - the application closes @fd, the last fd of @s
+ *                     (refcnt 1: the fd table's)
+ *
+ * An accepted socket that no process claimed still holds its client's
+ * hello unread, and the kernel answers a close with unread data with an
+ * RST where the client, over kernel TCP, would see a FIN (an accept and
+ * close: a health check, a server at its limit). Such a socket's hello is
+ * taken first, when no other process can hold the socket: none forked
+ * since the accept, it never went out with SCM_RIGHTS, and it is
+ * close-on-exec (a posix_spawn() child shares it otherwise).
+ * Context: the close() wrapper, before the kernel's close; never blocks.
+ */
+void xs_sock_closing(struct xs_sock *s, int fd);
+
+/**
+ * xs_sock_passed() - @s goes to another process with SCM_RIGHTS
+ */
+static inline void xs_sock_passed(struct xs_sock *s)
+{
+	atomic_store(&s->passed, true);
+}
+
+/**
  * xs_sock_strip() - remove control messages that may still lead the
  *                   stream of a TCP socket (s->strip) before a read
  * @s:        socket of kind TCP
@@ -742,6 +769,32 @@ unsigned long xs_sock_news(void);
  *         the sleep must end within 1 ms to look again.
  */
 bool xs_sock_poll_arm(struct xs_sock *s);
+
+/**
+ * xs_wake_enter() - register this thread's own wake-up eventfd for an
+ *                   emulated wait (core/wake.c)
+ *
+ * From here to xs_wake_leave(), xs_wake_all() (a shutdown() by another
+ * thread, a failure the probe thread found) makes the fd readable; the
+ * caller sleeps on it beside the channel fds of xs_sock_poll_fds() and,
+ * when it woke the sleep, drains it with xs_wake_drain(). Call it before
+ * the wait's last look, so that news after that look always wakes the
+ * sleep. Nests (a signal handler's wait inside a wait): only the
+ * outermost pair registers.
+ * Context: any thread, signal handlers too; lock-free; the thread's first
+ * wait makes its eventfd (three system calls), later ones make none.
+ * Return: the fd, or -1 (no fd to be had, or more than 1024 threads
+ *         asleep at once: the wait then sleeps on the shared fds alone,
+ *         logged once). errno is kept.
+ */
+int xs_wake_enter(void);
+
+/* xs_wake_leave() - the end of the wait xs_wake_enter() began. */
+void xs_wake_leave(void);
+
+/* xs_wake_drain() - take the wake-up of @fd (from xs_wake_enter());
+ * errno is kept. */
+void xs_wake_drain(int fd);
 
 /**
  * xs_dev_available() - whether an RDMA device usable by xsock exists

@@ -132,6 +132,8 @@ XS_EXPORT int close(int fd)
 		return XS_CALL(close, fd);
 	/* Remove before close: a reused fd number never sees this entry. */
 	s = xs_fdtab_remove(fd);
+	if (s && xs_sock_negotiable(s))
+		xs_sock_closing(s, fd); /* a FIN, not an RST, goes out */
 	xs_log_fd_closed(fd);
 	xs_poll_fd_closed(fd);
 	rc = XS_CALL(close, fd);

@@ -46,7 +46,7 @@ static int io_failed(const struct xs_sock *s)
  * hello to decide soon. A read of a TCP socket first strips the control
  * messages that may still lead its stream.
  */
-static inline struct xs_sock *io_rdma_how(int fd, bool send)
+static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 {
 	struct xs_sock *s;
 	bool nb;
@@ -56,7 +56,8 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send)
 		return NULL;
 	s = xs_fdtab_get_data(fd);
 	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
-		nb = atomic_load(&s->nonblock);
+		/* MSG_DONTWAIT: this call never waits, as O_NONBLOCK */
+		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
 		if (xs_sock_claim(s, fd) && send)
 			xs_sock_hurry(s);
 		rc = xs_sock_connect_wait(s, nb ? 0 : -1);
@@ -79,12 +80,23 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send)
 
 static inline struct xs_sock *io_rdma(int fd)
 {
-	return io_rdma_how(fd, false);
+	return io_rdma_how(fd, false, 0);
 }
 
 static inline struct xs_sock *io_rdma_send(int fd)
 {
-	return io_rdma_how(fd, true);
+	return io_rdma_how(fd, true, 0);
+}
+
+/* io_rdma() and io_rdma_send() for a call with recv/send @flags */
+static inline struct xs_sock *io_rdma_flags(int fd, int flags)
+{
+	return io_rdma_how(fd, false, flags);
+}
+
+static inline struct xs_sock *io_rdma_send_flags(int fd, int flags)
+{
+	return io_rdma_how(fd, true, flags);
 }
 
 /* iovec arrays as the kernel's import_iovec() checks them. */
@@ -188,7 +200,7 @@ XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 	struct iovec v = { buf, len };
 
 	if (IO_FAILED(s))
@@ -203,7 +215,7 @@ XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 static ssize_t recvfrom_common(int fd, void *buf, size_t len, int flags,
 			       struct sockaddr *addr, socklen_t *alen)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 	struct iovec v = { buf, len };
 	ssize_t rc;
 
@@ -254,7 +266,7 @@ static void io_adopt_rights(struct msghdr *msg)
 /* recvmsg(), and each message of recvmmsg() */
 static ssize_t recvmsg_common(int fd, struct msghdr *msg, int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 	ssize_t rc;
 
 	if (IO_FAILED(s))
@@ -307,7 +319,7 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags, struct timespec *timeout)
 {
 	int saved = errno;
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 	struct timespec left;
 	int64_t end = 0, now;
 	unsigned int i;
@@ -357,7 +369,7 @@ XS_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 
 XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
-	struct xs_sock *s = io_rdma_send(fd);
+	struct xs_sock *s = io_rdma_send_flags(fd, flags);
 	struct iovec v = { (void *)buf, len };
 
 	if (IO_FAILED(s))
@@ -370,7 +382,7 @@ XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			 const struct sockaddr *addr, socklen_t alen)
 {
-	struct xs_sock *s = io_rdma_send(fd);
+	struct xs_sock *s = io_rdma_send_flags(fd, flags);
 	struct iovec v = { (void *)buf, len };
 
 	if (IO_FAILED(s))
@@ -381,16 +393,56 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	return io_send(s, &v, 1, flags);
 }
 
+/*
+ * Sockets about to go to another process with SCM_RIGHTS in @umsg: read
+ * from copies, so that a bad pointer is the kernel's EFAULT to report.
+ * The kernel takes at most SCM_MAX_FD (253) fds a message.
+ */
+static void io_note_rights(const struct msghdr *umsg)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * 253)];
+	struct cmsghdr *c;
+	struct msghdr m = { 0 };
+	size_t i, n;
+	int fd;
+
+	if (xs_copy_in(&m, umsg, sizeof(m)) || !m.msg_control ||
+	    !m.msg_controllen)
+		return;
+	if (m.msg_controllen > sizeof(ctl))
+		m.msg_controllen = sizeof(ctl);
+	if (xs_copy_in(ctl, m.msg_control, m.msg_controllen))
+		return;
+	m.msg_control = ctl;
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			struct xs_sock *s;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			s = xs_fdtab_get(fd);
+			if (s) {
+				xs_sock_passed(s);
+				xs_sock_put(s);
+			}
+		}
+	}
+}
+
 /* sendmsg(), and each message of sendmmsg() */
 static ssize_t sendmsg_common(int fd, const struct msghdr *msg, int flags)
 {
-	struct xs_sock *s = io_rdma_send(fd);
+	struct xs_sock *s = io_rdma_send_flags(fd, flags);
 	int rc;
 
 	if (IO_FAILED(s))
 		return io_failed(s);
-	if (!s)
+	if (!s) {
+		XS_SAVE_ERRNO(io_note_rights(msg));
 		return XS_CALL(sendmsg, fd, msg, flags);
+	}
 	if (!msg)
 		return io_fail(s, -EFAULT);
 	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
@@ -407,7 +459,7 @@ XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 		       int flags)
 {
-	struct xs_sock *s = io_rdma_send(fd);
+	struct xs_sock *s = io_rdma_send_flags(fd, flags);
 	unsigned int i;
 	ssize_t rc;
 
@@ -479,7 +531,7 @@ XS_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 			     int flags)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 	struct iovec v = { buf, len };
 
 	if (IO_FAILED(s))
@@ -495,7 +547,7 @@ XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,
 				 int flags, struct sockaddr *addr,
 				 socklen_t *alen)
 {
-	struct xs_sock *s = io_rdma(fd);
+	struct xs_sock *s = io_rdma_flags(fd, flags);
 
 	if (IO_FAILED(s))
 		return io_failed(s);

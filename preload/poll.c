@@ -289,7 +289,7 @@ static bool poll_decided(const struct pollfd *fds, struct xs_sock **socks,
  * back to the kernel meanwhile). Return: as poll(2).
  */
 static int poll_wait(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
-		     uint64_t deadline, const sigset_t *sigmask)
+		     uint64_t deadline, const sigset_t *sigmask, int wake)
 {
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
@@ -353,8 +353,11 @@ rebuild:
 		ready = poll_collect(fds, n, socks, krev);
 		if (ready)
 			break;
+		/* this thread's own wake-up, after the channels (the spare
+		 * slot of real[]) */
+		real[m] = (struct pollfd){ wake, POLLIN, 0 };
 		rc = xs_real.ppoll(
-			real, m,
+			real, m + (wake >= 0),
 			poll_left(starved ? poll_soon(deadline) : deadline,
 				  &ts),
 			sigmask);
@@ -362,6 +365,8 @@ rebuild:
 			ready = -errno;
 			break;
 		}
+		if (wake >= 0 && real[m].revents)
+			xs_wake_drain(wake);
 		if (poll_decided(fds, socks, connecting, n))
 			goto rebuild;
 		for (i = 0; i < m; i++)
@@ -401,7 +406,12 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 {
 	int saved = errno, rc;
 
-	rc = poll_wait(fds, n, socks, deadline, sigmask);
+	/* registered before the first look: a shutdown() by another thread
+	 * after it always wakes this wait (core/wake.c) */
+	rc = poll_wait(fds, n, socks, deadline, sigmask,
+		       deadline ? xs_wake_enter() : -1);
+	if (deadline)
+		xs_wake_leave();
 	if (rc >= 0)
 		errno = saved;
 	return rc;
@@ -1436,13 +1446,14 @@ static void ep_us_ts(uint64_t us, struct timespec *ts)
  * its own, which cost a trap each where the clock source is not the
  * vDSO's (hpet). Still a cancellation point, as epoll_wait is.
  */
-static int ep_sleep(struct pollfd pfd[2], struct timespec *ts,
+static int ep_sleep(struct pollfd pfd[3], struct timespec *ts,
 		    const sigset_t *sigmask)
 {
 	int old, rc;
 
 	pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
-	rc = (int)syscall(SYS_ppoll, pfd, 2, ts, sigmask, _NSIG / 8);
+	rc = (int)syscall(SYS_ppoll, pfd, pfd[2].fd >= 0 ? 3 : 2, ts, sigmask,
+			  _NSIG / 8);
 	pthread_setcanceltype(old, NULL);
 	return rc;
 }
@@ -1454,10 +1465,12 @@ static int ep_sleep(struct pollfd pfd[2], struct timespec *ts,
 static int ep_wait_events(int epfd, struct ep_set *ep,
 			  struct epoll_event *events, int max,
 			  const struct timespec *timeout,
-			  const sigset_t *sigmask)
+			  const sigset_t *sigmask, int wake)
 {
-	struct pollfd pfd[2] = { { epfd, POLLIN, 0 },
-				 { ep->inner, POLLIN, 0 } };
+	/* the application's set, the inner one, this thread's wake-up */
+	struct pollfd pfd[3] = { { epfd, POLLIN, 0 },
+				 { ep->inner, POLLIN, 0 },
+				 { wake, POLLIN, 0 } };
 	bool zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
 	uint64_t start = 0, spin_us = 0, total = 0, spun;
@@ -1554,11 +1567,15 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 			ep_us_ts(1000, &nap);
 			sleep_ts = &nap;
 		}
-		pfd[0].revents = pfd[1].revents = 0;
+		pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
 		k = ep_sleep(pfd, sleep_ts, sigmask);
 		if (k < 0)
 			return -1;
 		slept = true;
+		if (pfd[2].revents) { /* news for every waiter: look at all */
+			xs_wake_drain(wake);
+			pfd[1].revents |= POLLIN;
+		}
 		inner_quiet = !pfd[1].revents;
 		kernel_quiet = !pfd[0].revents;
 		if (sleep_ts == &nap && timeout)
@@ -1588,9 +1605,14 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		   int max, const struct timespec *timeout,
 		   const sigset_t *sigmask)
 {
+	bool zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
 	int saved = errno, rc;
 
-	rc = ep_wait_events(epfd, ep, events, max, timeout, sigmask);
+	/* registered before the first look (see poll_emulated()) */
+	rc = ep_wait_events(epfd, ep, events, max, timeout, sigmask,
+			    zero ? -1 : xs_wake_enter());
+	if (!zero)
+		xs_wake_leave();
 	if (rc >= 0)
 		errno = saved;
 	return rc;

@@ -1,0 +1,216 @@
+/*
+ * core/wake.c - a wake-up of its own for each thread asleep in an
+ * emulated poll, select or epoll_wait.
+ *
+ * The channel fds of a socket (its completion channel, its CM channel,
+ * the eventfd a shutdown() writes: xs_sock_poll_fds()) are shared by every
+ * thread that waits on it, and the first to wake drains them. A second
+ * thread woken by the same write looks at its fds again inside poll(2),
+ * finds them quiet and sleeps on, where the kernel wakes both waiters of
+ * a TCP socket (sk_state_change() -> sk_wake_async(), every entry of the
+ * wait queue). News that changes every waiter's answer and that nothing
+ * else will announce again - a shutdown() by another thread, a failure the
+ * probe thread found - therefore also goes to each sleeping thread's own
+ * eventfd, which only that thread drains.
+ *
+ * A thread registers its eventfd for the whole of an emulated wait
+ * (xs_wake_enter() to xs_wake_leave()) and sleeps on it beside the channel
+ * fds; xs_wake_all() writes to every registered one. A write that finds a
+ * thread already past its sleep only costs its next sleep one look more.
+ *
+ * The table of registered threads is lock-free, so that a signal handler
+ * that waits while its thread was interrupted inside a wait, and the
+ * writers (under stream.lock), never block on it. A thread's eventfd lives
+ * as long as the thread; at its exit it goes to a free list for the next
+ * thread, never closed, so a write racing with a thread's exit reaches an
+ * eventfd of ours and never an fd the application opened meanwhile.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "log.h"
+
+/* Threads asleep at once that get a wake-up of their own; a thread past
+ * this many sleeps as before (on the shared channel fds only). Servers run
+ * a few threads per core; 1024 leaves room for thread-per-connection ones.
+ */
+#define WAKE_SLOTS 1024
+
+/* fd + 1 of each registered thread's eventfd, 0 for a free slot */
+static _Atomic int wake_slot[WAKE_SLOTS];
+static atomic_int wake_high; /* slots at or past this one were never used */
+
+/* Eventfds of threads that have exited, for the next thread. */
+static pthread_mutex_t wake_free_lock = PTHREAD_MUTEX_INITIALIZER;
+static int wake_free[WAKE_SLOTS];
+static int wake_nfree;
+
+static pthread_once_t wake_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t wake_key;
+static bool wake_key_ok;
+
+struct waker {
+	int fd;	   /* this thread's eventfd, -1 before its first wait */
+	int slot;  /* its slot while registered, else -1 */
+	int depth; /* waits entered (a signal handler's wait nests) */
+};
+
+static __thread struct waker wake_self __attribute__((
+	tls_model("initial-exec"))) = { .fd = -1, .slot = -1, .depth = 0 };
+
+/* A thread's exit: its eventfd to the free list (see the file comment). */
+static void wake_thread_exit(void *arg)
+{
+	struct waker *w = arg;
+	sigset_t all, old;
+
+	if (w->slot >= 0)
+		atomic_store(&wake_slot[w->slot], 0);
+	w->slot = -1;
+	if (w->fd < 0)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&wake_free_lock);
+	if (wake_nfree < WAKE_SLOTS) {
+		wake_free[wake_nfree++] = w->fd;
+		w->fd = -1;
+	}
+	pthread_mutex_unlock(&wake_free_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (w->fd >= 0) { /* no room: nobody can be writing to it any more
+			     than to a registered one; closed */
+		xs_real.close(w->fd);
+		w->fd = -1;
+	}
+}
+
+static void wake_key_init(void)
+{
+	wake_key_ok = pthread_key_create(&wake_key, wake_thread_exit) == 0;
+}
+
+/* This thread's eventfd, made (or taken from the free list) on its first
+ * wait. Return: the fd, or -1 (none to be had: logged once). */
+static int wake_fd(struct waker *w)
+{
+	sigset_t all, old;
+	int fd = -1;
+
+	if (w->fd >= 0)
+		return w->fd;
+	pthread_once(&wake_key_once, wake_key_init);
+	if (!wake_key_ok)
+		return -1;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_mutex_lock(&wake_free_lock);
+	if (wake_nfree)
+		fd = wake_free[--wake_nfree];
+	pthread_mutex_unlock(&wake_free_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (fd < 0) {
+		fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+		if (fd < 0) {
+			xs_log_once(XS_LOG_WARN, "wake",
+				    "eventfd: %s: a shutdown() by another "
+				    "thread may wake only one of two waiters",
+				    strerror(errno));
+			return -1;
+		}
+	}
+	w->fd = fd;
+	pthread_setspecific(wake_key, w); /* for wake_thread_exit() */
+	return fd;
+}
+
+int xs_wake_enter(void)
+{
+	struct waker *w = &wake_self;
+	int err = errno, i, high;
+
+	if (w->depth++ > 0)
+		return w->slot >= 0 ? w->fd : -1;
+	if (wake_fd(w) < 0) {
+		errno = err;
+		return -1;
+	}
+	for (i = 0; i < WAKE_SLOTS; i++) {
+		int expect = 0;
+
+		if (atomic_compare_exchange_strong(&wake_slot[i], &expect,
+						   w->fd + 1)) {
+			w->slot = i;
+			high = atomic_load(&wake_high);
+			while (high <= i && !atomic_compare_exchange_weak(
+						    &wake_high, &high, i + 1))
+				;
+			errno = err;
+			return w->fd;
+		}
+	}
+	xs_log_once(XS_LOG_WARN, "wake",
+		    "more than %d threads asleep at once: a shutdown() by "
+		    "another thread may wake only one of two waiters",
+		    WAKE_SLOTS);
+	errno = err;
+	return -1;
+}
+
+void xs_wake_leave(void)
+{
+	struct waker *w = &wake_self;
+
+	if (w->depth == 0 || --w->depth > 0)
+		return;
+	if (w->slot >= 0)
+		atomic_store(&wake_slot[w->slot], 0);
+	w->slot = -1;
+}
+
+void xs_wake_drain(int fd)
+{
+	int err = errno;
+	eventfd_t v;
+
+	(void)!eventfd_read(fd, &v);
+	errno = err;
+}
+
+void xs_wake_all(void)
+{
+	int i, high = atomic_load(&wake_high), v, err = errno;
+
+	for (i = 0; i < high; i++) {
+		v = atomic_load(&wake_slot[i]);
+		if (v)
+			(void)!eventfd_write(v - 1, 1);
+	}
+	errno = err;
+}
+
+void xs_wake_fork_child(void)
+{
+	int i;
+
+	/* The parent's eventfds are shared with it: a drain here would take
+	 * its threads' wake-ups. The child's one thread starts afresh. */
+	for (i = 0; i < WAKE_SLOTS; i++)
+		atomic_store(&wake_slot[i], 0);
+	atomic_store(&wake_high, 0);
+	for (i = 0; i < wake_nfree; i++)
+		xs_real.close(wake_free[i]);
+	wake_nfree = 0;
+	pthread_mutex_init(&wake_free_lock, NULL);
+	if (wake_self.fd >= 0)
+		xs_real.close(wake_self.fd);
+	wake_self.fd = -1;
+	wake_self.slot = -1;
+}
