@@ -56,6 +56,59 @@ plain_server()
 	[[ $(stat cli connects) == 1 && $(stat cli rdma) == 1 && $(stat cli tcp) == 0 ]]
 }
 
+@test "sock: a server that accepts and closes unread: its xsock client sees EOF, as over kernel TCP" {
+	local ac=tests/tools/acceptclose.py kernel
+	remote_bg "acs$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acs.stats" \
+		python3 "$ac" serve "$XS_ADDR_A" "$port" 2
+	server_ready "acs$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 30 python3 "$ac" client "$XS_ADDR_A" "$port"
+	kernel=$output
+	echo "kernel: $kernel $stderr"
+	[[ "$kernel" == "recv=0 send=1" ]]
+	# the xsock client's hello, unread, made that close an RST
+	run --separate-stderr timeout 30 env $(xsenv acc) python3 "$ac" client "$XS_ADDR_A" "$port"
+	echo "xsock: $output $stderr"
+	[[ "$output" == "$kernel" ]]
+	"$XS_REMOTE" --wait "acs$BATS_TEST_NUMBER" --timeout 30
+	cat "$XS_RUN_DIR/acs.stats"
+	[[ $(stat acs accepts) == 0 && $(stat acc connects) == 0 ]] # nothing moved
+}
+
+# sockprobe's cases (tests/tools/sockprobe.c, which tests/bats/probes.bats
+# runs over loopback) with both ends of each pair on an RDMA device's
+# address: flags, timeouts, shutdown, EOF, SA_RESTART and EINTR, ioctl,
+# readiness, fork. Under xsock each case runs in a process of its own:
+# between cases sockprobe closes every fd that the case left open, the
+# library's own among them. check-long adds the rest of those that pass.
+PROBE_CASES="msg_dontwait msg_peek msg_waitall blocking_send_full so_rcvtimeo
+	shutdown_wr eof_while_blocked eintr zero_length_io ioctl epoll_et_rdhup
+	fork_child_close"
+PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
+	close_range close_range_einval sockopts readv_writev mmsg select epoll_lt
+	many_connections threads_echo fortify"
+
+@test "sock: sockprobe's socket cases, both ends over RDMA, answer as over kernel TCP" {
+	local probe=build/tools/sockprobe c cases kernel out n=0
+	cases="$PROBE_CASES $(sized "" "$PROBE_CASES_LONG")"
+	# shellcheck disable=SC2086 # the list's words
+	run --separate-stderr timeout 120 env SOCKPROBE_ADDR="$XS_ADDR_A" "$probe" $cases
+	((status == 0))
+	kernel=$output
+	for c in $cases; do
+		run --separate-stderr timeout 60 env $(xsenv "probe_$c") SOCKPROBE_ADDR="$XS_ADDR_A" "$probe" "$c"
+		echo "xsock: $output"
+		echo "$stderr"
+		((status == 0))
+		out=$(grep "^$c: " <<<"$kernel")
+		echo "kernel: $out"
+		[[ "$output" == "$out" ]]
+		# its connections went over RDMA (one block per process)
+		(($(stat "probe_$c" rdma | awk '{ s += $1 } END { print s + 0 }') >= 1))
+		n=$((n + 1))
+	done
+	note "sockprobe over RDMA: $n cases answer as over kernel TCP, SA_RESTART and EINTR among them"
+}
+
 # bats test_tags=two
 @test "sock: echo from 1 B to 64 MiB across the inline, eager and ring edges" {
 	xs_server "srv$BATS_TEST_NUMBER"

@@ -7,6 +7,8 @@
  * tests/bats/probes.bats requires identical output with and without
  * LD_PRELOAD=libxsock.so. Usage: sockprobe [--list | CASE...]; exit 0, or 3
  * when a case hit its alarm() watchdog (the run then goes on without it).
+ * SOCKPROBE_ADDR=IPv4 puts the IPv4 pairs on that address instead of
+ * 127.0.0.1 (the Soft-RoCE tier: an RDMA device's, so over RDMA).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -320,11 +322,22 @@ static bool readable_now(int fd)
 /* ------------------------------------------------------------------------ */
 /* Connections.                                                             */
 
+/* The IPv4 address of the pairs: 127.0.0.1, or $SOCKPROBE_ADDR (an
+ * address of an RDMA device, so that xsock carries them over RDMA). */
+static struct in_addr probe_addr = { .s_addr = 0 };
+
 static void loopback4(struct sockaddr_in *sin, uint16_t port)
 {
+	const char *a;
+
+	if (!probe_addr.s_addr) {
+		a = getenv("SOCKPROBE_ADDR");
+		if (!a || inet_pton(AF_INET, a, &probe_addr) != 1)
+			probe_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
 	memset(sin, 0, sizeof(*sin));
 	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin->sin_addr = probe_addr;
 	sin->sin_port = port;
 }
 
@@ -2881,6 +2894,10 @@ int main(int argc, char **argv)
 	sigaddset(&alrm, SIGALRM);
 	sigprocmask(SIG_UNBLOCK, &alrm, NULL);
 	sigemptyset(&sa.sa_mask);
+	/* It never returns, so SA_RESTART changes nothing for the kernel;
+	 * with every handler restarting, xsock can tell that the eintr
+	 * case's SA_RESTART handler restarts (core/sig.c). */
+	sa.sa_flags = SA_RESTART;
 	sigaction(SIGALRM, &sa, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	for (probe_cur = 0; probe_cur < probe_nr_order; probe_cur++)

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""acceptclose.py - a server that accepts and closes without reading (a
+health check's target, a server at its limit), and its client.
+
+  acceptclose.py serve HOST PORT N   accept N connections, close each unread
+  acceptclose.py client HOST PORT    connect, wait for the close, then print
+                                     what recv and send answer
+
+The client prints one line: "recv=R send=S", R and S a count or an errno
+name; over kernel TCP, "recv=0 send=1" (a FIN, then the first send is
+taken and answered with an RST).
+"""
+import errno
+import socket
+import sys
+import time
+
+
+def res(fn):
+    try:
+        return str(fn())
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def main():
+    cmd, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if cmd == "serve":
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((host, port))
+        ls.listen(16)
+        print("listening", flush=True)
+        for _ in range(int(sys.argv[4])):
+            c, _ = ls.accept()
+            c.close()
+        return 0
+    s = socket.create_connection((host, port))
+    s.settimeout(10)
+    r = res(lambda: len(s.recv(16)))
+    w = res(lambda: s.send(b"x"))
+    print(f"recv={r} send={w}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
