@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -225,6 +226,16 @@ static bool helper_serve(int ctl)
 	return true;
 }
 
+/* The helper's end: libc's _exit(), not the library's (which would close
+ * the application's RDMA connections, none of them the helper's). */
+static void __attribute__((noreturn)) helper_exit(void)
+{
+	if (xs_real._exit)
+		xs_real._exit(0);
+	syscall(SYS_exit_group, 0);
+	__builtin_unreachable();
+}
+
 /* Close what the family had open: the helper must never keep one of
  * its connections (or its stdout pipe) alive. */
 static void helper_close_fds(int keep)
@@ -277,7 +288,7 @@ static void __attribute__((noreturn)) helper_main(int ctl)
 		if (xs_real.poll(pfd, n, n > 1 ? 1000 : -1) < 0)
 			continue;
 		if (pfd[0].revents && !helper_serve(ctl))
-			_exit(0);
+			helper_exit();
 		for (i = 0; i < HELPER_LISTENERS; i++) {
 			struct helper_listen *h = &helper_listeners[i];
 
@@ -319,7 +330,7 @@ static int helper_get_locked(void)
 		 * never shows up in the application's wait() */
 		if (xs_real.fork() == 0)
 			helper_main(sv[1]);
-		_exit(0);
+		helper_exit();
 	}
 	xs_real.close(sv[1]);
 	if (pid < 0) {

@@ -14,6 +14,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -429,6 +430,37 @@ static pid_t fork_common(void)
 XS_EXPORT pid_t fork(void)
 {
 	return fork_common();
+}
+
+/*
+ * _exit() and _Exit(). The kernel closes a process's sockets however it
+ * ends, each with a FIN after every byte it was handed; exit() runs
+ * xs_core_exit() (atexit) to do so for the RDMA connections, and so do
+ * these before the real call: a sender that _exit()s right after its last
+ * send (Python's os._exit(), a forked child's usual end) delivers its
+ * bytes, then EOF. Not from inside the library (a signal handler that
+ * interrupted one of our calls, which may hold our locks): its RDMA
+ * connections then reset, as after SIGKILL. A forked child has no RDMA
+ * connection of its own until it makes one, so this costs it nothing.
+ */
+static void __attribute__((noreturn)) exit_now(void (*real)(int), int status)
+{
+	if (xs_enter())
+		xs_core_exit();
+	if (real)
+		real(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+XS_EXPORT void _exit(int status)
+{
+	exit_now(xs_real._exit, status);
+}
+
+XS_EXPORT void _Exit(int status)
+{
+	exit_now(xs_real._Exit ? xs_real._Exit : xs_real._exit, status);
 }
 
 /*

@@ -168,18 +168,29 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 }
 
 # bats test_tags=two
-@test "sock: a sender that exits without close() delivers every byte, then EOF" {
-	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
-		'$XSNET' sink '$XS_ADDR_A' '$port' | wc -c >'$XS_RUN_DIR/sink.count';
-		echo \${PIPESTATUS[0]} >'$XS_RUN_DIR/sink.status'"
-	server_ready "sink$BATS_TEST_NUMBER" rdma
-	run --separate-stderr timeout 60 env $(xsenv blast) "$XSNET" blast "$XS_ADDR_A" "$port" 3000000
-	((status == 0))
-	"$XS_REMOTE" --wait "sink$BATS_TEST_NUMBER" --timeout 60
-	cat "$XS_RUN_DIR/sink.count" "$XS_RUN_DIR/sink.status"
-	[[ $(cat "$XS_RUN_DIR/sink.count") == 3000000 ]]
-	[[ $(cat "$XS_RUN_DIR/sink.status") == 0 ]] # EOF, not a reset
-	[[ $(stat blast connects) == 1 && $(stat blast sent) == 3000000 ]]
+@test "sock: a sender that ends by exit() or _exit() without close() delivers every byte, then EOF" {
+	local how size
+	# exit() with 3,000,000 B; _exit() right after a last send of 1 B,
+	# 64 KiB (eager) and 8 MiB (rendezvous)
+	for how in "exit 3000000" "_exit 1" "_exit 65536" "_exit 8388608"; do
+		size=${how#* } how=${how% *}
+		port=$((port + 1))
+		rm -f "$XS_RUN_DIR/sink.stats"
+		remote_bg "sink$how$size" bash -c "LD_PRELOAD='$PWD/$LIB' XSOCK_STATS='$XS_RUN_DIR/sink.stats' \
+			'$XSNET' sink '$XS_ADDR_A' '$port' | wc -c >'$XS_RUN_DIR/sink.count';
+			echo \${PIPESTATUS[0]} >'$XS_RUN_DIR/sink.status'"
+		server_ready "sink$how$size" rdma
+		run --separate-stderr timeout 60 env $(xsenv blast) "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
+		((status == 0))
+		"$XS_REMOTE" --wait "sink$how$size" --timeout 60
+		echo "$how $size: $(cat "$XS_RUN_DIR/sink.count") bytes, status $(cat "$XS_RUN_DIR/sink.status")"
+		[[ $(cat "$XS_RUN_DIR/sink.count") == "$size" ]]
+		[[ $(cat "$XS_RUN_DIR/sink.status") == 0 ]] # EOF, not a reset
+		# over RDMA (the sender's counters are written at exit(): an
+		# _exit() leaves none)
+		[[ $(stat sink accepts) == 1 && $(stat sink received) == "$size" ]]
+		[[ $how == _exit ]] || [[ $(stat blast connects) == 1 && $(stat blast sent) == "$size" ]]
+	done
 }
 
 @test "sock: 1000 connections open at once in one process, each echoing" {

@@ -11,7 +11,9 @@
  *                              "OK <bytes>" back to the sender
  *   xsnet source IP PORT CHUNK stdin to the server in CHUNK-byte writes,
  *                              shutdown(SHUT_WR), print the server's reply
- *   xsnet blast IP PORT BYTES  write BYTES and exit() without close()
+ *   xsnet blast IP PORT BYTES [exit|_exit]
+ *                              write BYTES and end without close(), by
+ *                              exit() (the default) or _exit()
  *   xsnet sizes IP PORT S...   echo each size S through one connection
  *                              (a writer thread and the reader at once)
  *   xsnet soak IP PORT STOP    one connection: a writer thread streams a
@@ -231,8 +233,10 @@ static int do_sink(const char *ip, const char *port)
 	return 0;
 }
 
-/* Connect, write @total pattern bytes, exit without close(). */
-static int do_blast(const char *ip, const char *port, size_t total)
+/* Connect, write @total pattern bytes, end by @how (exit, _exit) without
+ * close(). */
+static int do_blast(const char *ip, const char *port, size_t total,
+		    const char *how)
 {
 	static unsigned char buf[1 << 16];
 	int fd = connect_to(ip, port);
@@ -244,7 +248,10 @@ static int do_blast(const char *ip, const char *port, size_t total)
 		write_all(fd, buf, n);
 		total -= n;
 	}
-	exit(0); /* the fd stays open: exit must deliver the bytes */
+	/* the fd stays open: the process's end must deliver the bytes */
+	if (!strcmp(how, "_exit"))
+		_exit(0);
+	exit(0);
 }
 
 static int do_source(const char *ip, const char *port, size_t chunk)
@@ -659,7 +666,8 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "source"))
 		return do_source(argv[2], argv[3], strtoull(argv[4], NULL, 0));
 	if (argc >= 5 && !strcmp(argv[1], "blast"))
-		return do_blast(argv[2], argv[3], strtoull(argv[4], NULL, 0));
+		return do_blast(argv[2], argv[3], strtoull(argv[4], NULL, 0),
+				argc > 5 ? argv[5] : "exit");
 	if (argc >= 4 && !strcmp(argv[1], "sizes"))
 		return do_sizes(argv[2], argv[3], argc - 4, argv + 4);
 	if (argc >= 5 && !strcmp(argv[1], "soak"))
