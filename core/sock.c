@@ -85,6 +85,8 @@ unsigned int xs_fork_gen;
 /* forks this process made (xs_core_atfork_parent()): a non-blocking
  * connect's worker sees whether a child may now share its socket */
 static atomic_uint sock_forks;
+static pid_t sock_owner_pid; /* this process: xs_core_init(), and a
+				forked child's atfork handler */
 __thread bool xs_forking_helper;
 static __thread sigset_t core_fork_sigmask; /* mask restored after fork() */
 
@@ -164,6 +166,7 @@ void xs_assert_fail(const char *expr, const char *file, int line)
 int xs_core_init(const struct xs_config *cfg)
 {
 	core_cfg = cfg;
+	sock_owner_pid = getpid();
 	xs_log_init(cfg);
 	return 0;
 }
@@ -224,6 +227,7 @@ void xs_core_atfork_parent(void)
 
 void xs_core_atfork_child(void)
 {
+	sock_owner_pid = getpid();
 	xs_log_unlock();
 	xs_dev_unlock();
 	/* the parent's lingering streams and open sockets are not ours */
@@ -460,6 +464,12 @@ void xs_core_exit(void)
 	struct xs_sock *s;
 	bool pending;
 	XS_INSIDE(); /* atexit: FINs, resets and CQ polls on every stream */
+
+	/* A child that shares our memory without fork() (clone(CLONE_VM):
+	 * no atfork handler ran) and _exit()s: the streams, the reaper and
+	 * the probe thread are its parent's. */
+	if (getpid() != sock_owner_pid)
+		return;
 
 	/* The reaper stops within one nap (20 ms at most) and a pass: from
 	 * here on only this thread closes streams. */
