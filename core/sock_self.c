@@ -122,14 +122,15 @@ struct xs_sock *xs_self_other(const struct xs_sock *s, int *other_fd)
 	n = atomic_load(&self_nr);
 	for (i = 0; i < n && self_tab[i].s != s; i++)
 		;
-	for (j = 0; i < n && j < n && !found; j++) {
+	for (j = 0; i < n && j < n; j++) {
 		struct self_entry *e = &self_tab[j];
 
 		if (e->accepted == self_tab[i].accepted ||
 		    e->len != self_tab[i].len ||
 		    memcmp(&e->addr, &self_tab[i].addr, e->len))
 			continue;
-		/* after a fork, either end may be the other process's */
+		/* the other end; after a fork, either end may be the other
+		 * process's */
 		if (e->forks == forks && self_tab[i].forks == forks &&
 		    xs_sock_tryget(e->s)) {
 			found = e->s;

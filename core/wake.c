@@ -85,11 +85,10 @@ static void wake_thread_exit(void *arg)
 	}
 	pthread_mutex_unlock(&wake_free_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (w->fd >= 0) { /* no room: nobody can be writing to it any more
-			     than to a registered one; closed */
-		xs_real.close(w->fd);
-		w->fd = -1;
-	}
+	/* No room (more than WAKE_SLOTS threads ended while none started):
+	 * the fd stays open, unused, as the file comment says; a write that
+	 * read its slot a moment ago must never reach a reused number. */
+	w->fd = -1;
 }
 
 static void wake_key_init(void)

@@ -236,31 +236,38 @@ XS_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
 	return recvfrom_common(fd, buf, len, flags, addr, alen);
 }
 
-/*
- * Sockets that came with SCM_RIGHTS: one whose transport state another
- * process recorded (core/handoff.c) joins the fd table with it.
- */
-static void io_adopt_rights(struct msghdr *msg)
+/* Call @fn with each fd an SCM_RIGHTS message of @msg carries. */
+static void io_each_right(struct msghdr *msg, void (*fn)(int fd))
 {
 	struct cmsghdr *c;
 	size_t i, n;
 	int fd;
 
-	if (!xs_handoff_any())
-		return;
 	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
 		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {
-			struct xs_sock *s;
-
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			s = xs_sock_adopt(fd);
-			if (s)
-				xs_fdtab_insert(fd, s);
+			fn(fd);
 		}
 	}
+}
+
+/* A socket that came with SCM_RIGHTS, whose transport state another
+ * process recorded (core/handoff.c), joins the fd table with it. */
+static void io_adopt_right(int fd)
+{
+	struct xs_sock *s = xs_sock_adopt(fd);
+
+	if (s)
+		xs_fdtab_insert(fd, s);
+}
+
+static void io_adopt_rights(struct msghdr *msg)
+{
+	if (xs_handoff_any())
+		io_each_right(msg, io_adopt_right);
 }
 
 /* recvmsg(), and each message of recvmmsg() */
@@ -393,18 +400,26 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	return io_send(s, &v, 1, flags);
 }
 
+/* A socket about to go to another process with SCM_RIGHTS. */
+static void io_pass_right(int fd)
+{
+	struct xs_sock *s = xs_fdtab_get(fd);
+
+	if (s) {
+		xs_sock_passed(s);
+		xs_sock_put(s);
+	}
+}
+
 /*
- * Sockets about to go to another process with SCM_RIGHTS in @umsg: read
- * from copies, so that a bad pointer is the kernel's EFAULT to report.
- * The kernel takes at most SCM_MAX_FD (253) fds a message.
+ * The sockets @umsg passes with SCM_RIGHTS, read from copies, so that a
+ * bad pointer is the kernel's EFAULT to report. The kernel takes at most
+ * SCM_MAX_FD (253) fds a message.
  */
 static void io_note_rights(const struct msghdr *umsg)
 {
 	char ctl[CMSG_SPACE(sizeof(int) * 253)];
-	struct cmsghdr *c;
 	struct msghdr m = { 0 };
-	size_t i, n;
-	int fd;
 
 	if (xs_copy_in(&m, umsg, sizeof(m)) || !m.msg_control ||
 	    !m.msg_controllen)
@@ -414,21 +429,7 @@ static void io_note_rights(const struct msghdr *umsg)
 	if (xs_copy_in(ctl, m.msg_control, m.msg_controllen))
 		return;
 	m.msg_control = ctl;
-	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < n; i++) {
-			struct xs_sock *s;
-
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			s = xs_fdtab_get(fd);
-			if (s) {
-				xs_sock_passed(s);
-				xs_sock_put(s);
-			}
-		}
-	}
+	io_each_right(&m, io_pass_right);
 }
 
 /* sendmsg(), and each message of sendmmsg() */

@@ -1428,6 +1428,12 @@ static void ep_nest_check(int fd)
 }
 
 /* Microseconds in @ts, and back. */
+/* Whether @ts (NULL: none) is a zero timeout: a wait that never sleeps. */
+static bool ep_ts_zero(const struct timespec *ts)
+{
+	return ts && !ts->tv_sec && !ts->tv_nsec;
+}
+
 static uint64_t ep_ts_us(const struct timespec *ts)
 {
 	return (uint64_t)ts->tv_sec * 1000000u + (uint64_t)ts->tv_nsec / 1000u;
@@ -1471,7 +1477,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	struct pollfd pfd[3] = { { epfd, POLLIN, 0 },
 				 { ep->inner, POLLIN, 0 },
 				 { wake, POLLIN, 0 } };
-	bool zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
+	bool zero = ep_ts_zero(timeout);
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
 	uint64_t start = 0, spin_us = 0, total = 0, spun;
 	bool starved, arm, slept = false;
@@ -1605,7 +1611,7 @@ static int ep_wait(int epfd, struct ep_set *ep, struct epoll_event *events,
 		   int max, const struct timespec *timeout,
 		   const sigset_t *sigmask)
 {
-	bool zero = timeout && !timeout->tv_sec && !timeout->tv_nsec;
+	bool zero = ep_ts_zero(timeout);
 	int saved = errno, rc;
 
 	/* registered before the first look (see poll_emulated()) */
