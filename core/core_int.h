@@ -4,6 +4,7 @@
 #ifndef XS_CORE_CORE_INT_H
 #define XS_CORE_CORE_INT_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -195,6 +196,66 @@ void xs_handoff_put(int fd, unsigned int state, unsigned int strip);
 /* @fd's key in the table (from its SO_COOKIE, unique per boot), or 0
  * for no socket. */
 uint64_t xs_handoff_cookie(int fd);
+
+/* ---------------------------------------------------------- core/move.c */
+
+/**
+ * xs_move_atfork_prepare() - before fork(): a channel for the child to ask
+ *                            for the move of our connections, when
+ *                            @owner (this process has RDMA connections)
+ * xs_move_atfork_parent() - after it, in the parent: serve our end
+ * xs_move_atfork_child() - after it, in the child: keep the end to ask
+ *                          @parent through, drop the parent's ends
+ * Context: core/'s fork hooks (locks held; no allocation in the child).
+ */
+void xs_move_atfork_prepare(bool owner);
+void xs_move_atfork_parent(void);
+void xs_move_atfork_child(pid_t parent);
+
+/**
+ * xs_move_poll_fds() - our ends of our children's channels, for a poll
+ * @p:   room for @max entries (POLLIN asked)
+ * Return: entries written.
+ */
+int xs_move_poll_fds(struct pollfd *p, int max);
+
+/**
+ * xs_move_serve() - answer the request waiting on channel @fd: move the
+ *                   connection it names and hand over its unread bytes;
+ *                   a channel at EOF (its processes are gone) is closed
+ * Context: the xsock-probe thread; blocks while the peer answers (at
+ * most XS_MOVE_TIMEOUT_MS).
+ */
+void xs_move_serve(int fd);
+
+/* xs_sock_probe_kick() - the probe thread looks at its poll set again */
+void xs_sock_probe_kick(void);
+
+/**
+ * xs_sock_live_find() - this process's RDMA socket whose kernel socket has
+ *                       SO_COOKIE @cookie, with a reference, or NULL
+ */
+struct xs_sock *xs_sock_live_find(uint64_t cookie);
+
+/* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
+void xs_sock_move_free(struct xs_sock *s);
+
+/**
+ * xs_move_kernel_io() - sendmsg(2) or recvmsg(2) of @iov past its first
+ *                       @skip bytes on kernel socket @fd, with @flags
+ * Return: bytes, or a negative errno.
+ */
+ssize_t xs_move_kernel_io(int fd, const struct iovec *iov, int iovcnt,
+			  size_t skip, int flags, bool send);
+
+/**
+ * xs_move_recv() - recvmsg(2) of a moved socket: the bytes taken over
+ *                  first (MSG_PEEK, MSG_TRUNC and MSG_WAITALL as the
+ *                  kernel's), then kernel socket @fd's
+ * Return: bytes, 0 at EOF, or a negative errno.
+ */
+ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags);
 
 /* Forget @fd's record (it is claimed here). */
 void xs_handoff_drop(int fd);

@@ -218,6 +218,7 @@ size_t xs_wire_msg_encode(const struct xs_msg *m, void *buf)
 	case XS_MSG_CREDIT:
 	case XS_MSG_FIN:
 	case XS_MSG_RESET:
+	case XS_MSG_MOVE:
 		break;
 	}
 	p[0] = (uint8_t)m->type;
@@ -265,6 +266,7 @@ int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
 	case XS_MSG_CREDIT:
 	case XS_MSG_FIN:
 	case XS_MSG_RESET:
+	case XS_MSG_MOVE:
 		if (d.len != 0)
 			return -EPROTO;
 		break;

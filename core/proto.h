@@ -84,13 +84,16 @@ enum xs_msg_type {
 	XS_MSG_RNDV_DONE = 4, /* rendezvous region may be released */
 	XS_MSG_FIN = 5,	      /* no more data from the sender (cf. TCP FIN) */
 	XS_MSG_RESET = 6,     /* connection aborted (cf. TCP RST) */
+	XS_MSG_MOVE = 7,      /* no more data from the sender over RDMA: what
+			       * follows comes on the kernel TCP connection
+			       * (core/move.c) */
 };
 
 /*
  * Control buffers: besides the `credits` buffers its hello announces for
  * DATA and RNDV, each side posts XS_WIRE_CTRL_BUFS more that control
- * messages (CREDIT, RNDV_DONE, FIN, RESET) land in; the receiver re-posts
- * a control buffer as soon as it reaps the message. Control messages spend
+ * messages (CREDIT, RNDV_DONE, FIN, RESET, MOVE) land in; the receiver
+ * re-posts a control buffer as soon as it reaps the message. Control messages spend
  * no credit, so a window update or a region release can always be sent even
  * when both data windows are full (the classic credit deadlock). A side
  * sends CREDIT only after reading half a window of the peer's DATA, and at
@@ -109,7 +112,7 @@ enum xs_msg_type {
  * DATA: len = payload bytes, 1..eager_size - 8.
  * RNDV: len = 24, followed by u64 addr, u32 rkey, u32 rlen, u32 id, u32 0.
  * RNDV_DONE: len = 8, followed by u32 id, u32 0.
- * CREDIT, FIN, RESET: len = 0.
+ * CREDIT, FIN, RESET, MOVE: len = 0.
  */
 #define XS_WIRE_MSG_LEN	      8
 #define XS_WIRE_RNDV_LEN      24

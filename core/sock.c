@@ -73,8 +73,9 @@ static atomic_uint sock_nr_lingering;
 static atomic_bool sock_reaper_running; /* the xsock-linger thread is up */
 static atomic_bool sock_reaper_stop;	/* exit(): reap no more */
 static struct xs_sock *sock_live;	/* protected by sock_linger_lock */
-static bool sock_probe_running; /* sock_probe_main(); sock_linger_lock */
-static bool sock_probe_stopped; /* at exit; sock_linger_lock */
+static bool sock_probe_running;	 /* sock_probe_main(); sock_linger_lock */
+static bool sock_probe_stopped;	 /* at exit; sock_linger_lock */
+static int sock_probe_evfd = -1; /* wakes the probe thread; made once */
 
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
@@ -208,6 +209,8 @@ void xs_core_atfork_prepare(void)
 	pthread_mutex_lock(&sock_neg_lock);
 	xs_neg_lock();
 	pthread_mutex_lock(&sock_linger_lock);
+	/* a child may take one of our connections over (core/move.c) */
+	xs_move_atfork_prepare(sock_live != NULL);
 	xs_dev_lock();
 	xs_log_lock();
 }
@@ -219,6 +222,7 @@ void xs_core_atfork_parent(void)
 	xs_log_unlock();
 	xs_dev_unlock();
 	pthread_mutex_unlock(&sock_linger_lock);
+	xs_move_atfork_parent();
 	xs_neg_unlock();
 	pthread_mutex_unlock(&sock_neg_lock);
 	pthread_mutex_unlock(&sock_pool_lock);
@@ -227,6 +231,8 @@ void xs_core_atfork_parent(void)
 
 void xs_core_atfork_child(void)
 {
+	pid_t parent = sock_owner_pid;
+
 	sock_owner_pid = getpid();
 	xs_log_unlock();
 	xs_dev_unlock();
@@ -236,6 +242,10 @@ void xs_core_atfork_child(void)
 	atomic_store(&sock_reaper_running, false); /* not in this process */
 	sock_live = NULL;
 	sock_probe_running = false; /* threads do not survive fork() */
+	xs_move_atfork_child(parent);
+	if (sock_probe_evfd >= 0) /* the parent's probe thread's */
+		xs_real.close(sock_probe_evfd);
+	sock_probe_evfd = -1;
 	pthread_mutex_unlock(&sock_linger_lock);
 	xs_neg_fork_child(); /* unlocks neg_lock */
 	pthread_mutex_unlock(&sock_neg_lock);
@@ -286,6 +296,9 @@ struct xs_sock *xs_sock_create(int domain, int type, int protocol)
 	s->live_next = s->live_prev = NULL;
 	s->local_len = s->peer_len = 0;
 	s->rdma_pid = 0;
+	s->rdma_cookie = 0;
+	s->prefix = NULL;
+	xs_sock_move_free(s);
 	atomic_store_explicit(&s->connecting, false, memory_order_relaxed);
 	atomic_store_explicit(&s->connect_unseen, false, memory_order_relaxed);
 	atomic_store_explicit(&s->connect_inherited, false,
@@ -457,6 +470,18 @@ static void sock_live_unlink(struct xs_sock *s)
 	pthread_mutex_unlock(&sock_linger_lock);
 }
 
+struct xs_sock *xs_sock_live_find(uint64_t cookie)
+{
+	struct xs_sock *s;
+
+	pthread_mutex_lock(&sock_linger_lock);
+	for (s = sock_live; s; s = s->live_next)
+		if (s->rdma_cookie == cookie && xs_sock_tryget(s))
+			break;
+	pthread_mutex_unlock(&sock_linger_lock);
+	return s;
+}
+
 void xs_core_exit(void)
 {
 	uint64_t deadline = xs_now_us() + SOCK_CLOSE_DRAIN_MS * 1000u;
@@ -509,18 +534,53 @@ void xs_core_exit(void)
  * first RDMA connection; runs until the process exits (a forked child
  * starts its own).
  */
+/* Channels the probe thread polls besides its wake-up eventfd: the
+ * children that may ask it for a move at once (more wait their turn). */
+#define SOCK_PROBE_CHANS 63
+
+void xs_sock_probe_kick(void)
+{
+	uint64_t one = 1;
+
+	if (sock_probe_evfd >= 0)
+		(void)!xs_real.write(sock_probe_evfd, &one, sizeof(one));
+}
+
+/*
+ * The probe thread: once a second, a look at every live stream (silence,
+ * keepalive); meanwhile it answers the channels through which the
+ * children forked since ask for the move of one of our connections
+ * (core/move.c).
+ */
 static void *sock_probe_main(void *arg)
 {
-	const struct timespec tick = { .tv_sec = 1 };
+	struct pollfd p[SOCK_PROBE_CHANS + 1];
+	uint64_t now, next = 0, v;
 	struct xs_sock *s;
-	uint64_t now;
-	int idle;
+	int idle, wait_ms, n, i;
 	XS_INSIDE(); /* a thread of ours, for good: it probes streams */
 
 	(void)arg;
 	for (;;) {
-		nanosleep(&tick, NULL);
 		now = xs_now_us();
+		if (!next)
+			next = now + 1000000u;
+		wait_ms = next > now ? (int)((next - now + 999u) / 1000u) : 0;
+		p[0] = (struct pollfd){ .fd = sock_probe_evfd,
+					.events = POLLIN };
+		n = 1 + xs_move_poll_fds(p + 1, SOCK_PROBE_CHANS);
+		if (xs_real.poll(p, (nfds_t)n, wait_ms) > 0) {
+			if (p[0].revents)
+				(void)!xs_real.read(sock_probe_evfd, &v,
+						    sizeof(v));
+			for (i = 1; i < n; i++)
+				if (p[i].revents)
+					xs_move_serve(p[i].fd);
+		}
+		now = xs_now_us();
+		if (now < next)
+			continue;
+		next = now + 1000000u;
 		pthread_mutex_lock(&sock_linger_lock);
 		for (s = sock_probe_stopped ? NULL : sock_live; s;
 		     s = s->live_next) {
@@ -541,6 +601,8 @@ static void sock_probe_start_locked(void)
 
 	if (sock_probe_running)
 		return;
+	if (sock_probe_evfd < 0)
+		sock_probe_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	rc = xs_thread_start(sock_probe_main, NULL, 0, "xsock-probe");
 	if (rc == 0)
 		sock_probe_running = true;
@@ -577,6 +639,7 @@ static void sock_teardown(struct xs_sock *s)
 	/* the probe listener goes with the kernel listener, wherever the
 	 * family holds that last (core/helper.c) */
 	s->probe_addr.ss_family = 0;
+	xs_sock_move_free(s); /* bytes taken over and never read: gone */
 	if (!s->stream)
 		return;
 	mine = xs_sock_mine(s);
@@ -981,6 +1044,8 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	s->pub->qp_num = c->id->qp->qp_num;
 	if (fd >= 0) /* an exec'd program or fd receiver cannot follow */
 		xs_handoff_put(fd, XS_HANDOFF_ELSEWHERE, 0);
+	/* how a process that takes the connection over names it to us */
+	s->rdma_cookie = fd >= 0 ? xs_handoff_cookie(fd) : 0;
 	s->pub->setup_us = c->setup_us;
 	xs_stream_publish(st, s->pub);
 	s->stream = st;

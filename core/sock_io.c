@@ -32,6 +32,32 @@ static bool sock_foreign(const struct xs_sock *s)
 	return !xs_sock_mine(s);
 }
 
+/*
+ * Whether @s's calls are its kernel fd's: it moved to its kernel TCP
+ * connection, or moves now, being another process's RDMA connection
+ * (core/move.c). False: the stream serves it; *@reset when it can be
+ * neither (a foreign connection that could not move).
+ */
+static bool sock_moved(struct xs_sock *s, int fd, bool *reset)
+{
+	*reset = false;
+	if (atomic_load(&s->moved))
+		return true;
+	if (!sock_foreign(s))
+		return false;
+	if (fd >= 0 && xs_sock_move(s, fd) == 0)
+		return true;
+	*reset = true;
+	return false;
+}
+
+/* Both directions of @s's stream moved: its fd is the kernel's now. */
+static void sock_moved_check(struct xs_sock *s)
+{
+	if (xs_stream_moved(s->stream) == (XS_MOVED_TX | XS_MOVED_RX))
+		atomic_store(&s->moved, true);
+}
+
 static int sock_timeout(struct xs_sock *s, int flags, bool send)
 {
 	int t;
@@ -44,19 +70,34 @@ static int sock_timeout(struct xs_sock *s, int flags, bool send)
 	return t ? t : -1;
 }
 
-ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		     int flags)
+ssize_t xs_sock_send(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags)
 {
-	ssize_t rc;
+	ssize_t rc, more;
+	bool reset;
 
+	if (sock_moved(s, fd, &reset))
+		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, true);
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
-	if (sock_foreign(s))
+	if (reset)
 		return -ECONNRESET;
 	{
 		XS_INSIDE(); /* the stream posts WRs and polls its CQ */
 		rc = xs_stream_send(s->stream, iov, iovcnt,
 				    sock_timeout(s, flags, true));
+		if (rc == XS_STREAM_MOVED ||
+		    (rc > 0 && (xs_stream_moved(s->stream) & XS_MOVED_TX))) {
+			/* our MOVE went meanwhile: the rest over TCP, after
+			 * what went over RDMA */
+			sock_moved_check(s);
+			more = xs_move_kernel_io(fd, iov, iovcnt,
+						 rc > 0 ? (size_t)rc : 0, flags,
+						 true);
+			if (rc > 0)
+				return more > 0 ? rc + more : rc;
+			return more;
+		}
 	}
 	/* with the depth back: a SIGPIPE handler is the application's */
 	if (rc == -EPIPE && !(flags & MSG_NOSIGNAL))
@@ -68,8 +109,8 @@ int xs_sock_so_error(struct xs_sock *s)
 {
 	int rc;
 
-	if (sock_foreign(s))
-		return 0;
+	if (sock_foreign(s) || atomic_load(&s->moved))
+		return 0; /* the kernel's answer stands */
 
 	XS_INSIDE(); /* a stream call, as every one, with the depth raised */
 	rc = xs_stream_take_error(s->stream);
@@ -78,22 +119,26 @@ int xs_sock_so_error(struct xs_sock *s)
 
 void xs_sock_keep_error(struct xs_sock *s, int err)
 {
-	if (xs_sock_kind(s) != XS_KIND_RDMA || sock_foreign(s))
+	if (xs_sock_kind(s) != XS_KIND_RDMA || sock_foreign(s) ||
+	    atomic_load(&s->moved))
 		return;
 	xs_stream_keep_error(s->stream, err);
 }
 
-ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		     int flags)
+ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags)
 {
 	int rflags = 0;
-	ssize_t rc;
+	ssize_t rc, more;
+	bool reset;
 
+	if (sock_moved(s, fd, &reset))
+		return xs_move_recv(s, fd, iov, iovcnt, flags);
 	if (flags & MSG_OOB)
 		return -EINVAL; /* tcp_recv_urg() without urgent data */
 	if (flags & MSG_ERRQUEUE)
 		return -EAGAIN; /* nothing is ever queued there */
-	if (sock_foreign(s))
+	if (reset)
 		return -ECONNRESET;
 	if (flags & MSG_PEEK)
 		rflags |= XS_RECV_PEEK;
@@ -105,18 +150,40 @@ ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
 	XS_INSIDE(); /* the stream polls its CQ and sleeps on its channels */
 	rc = xs_stream_recv(s->stream, iov, iovcnt, rflags,
 			    sock_timeout(s, flags, false));
+	if (rc == XS_STREAM_MOVED) { /* the peer's bytes come over TCP now */
+		sock_moved_check(s);
+		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, false);
+	}
+	if (rc > 0 && (flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
+	    (xs_stream_moved(s->stream) & XS_MOVED_RX)) {
+		size_t total = 0;
+		int i;
+
+		for (i = 0; i < iovcnt; i++)
+			total += iov[i].iov_len;
+		if ((size_t)rc < total) {
+			more = xs_move_kernel_io(fd, iov, iovcnt, (size_t)rc,
+						 flags, false);
+			rc += more > 0 ? more : 0;
+		}
+	}
 	return rc;
 }
 
-ssize_t xs_sock_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
+ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
 			 size_t count)
 {
 	size_t chunk = 64u << 10, done = 0;
 	struct iovec v;
 	ssize_t n, m;
 	char *buf;
+	bool reset;
 
-	if (sock_foreign(s))
+	if (sock_moved(s, fd, &reset)) {
+		n = xs_real.sendfile(fd, in_fd, offset, count);
+		return n < 0 ? -errno : n;
+	}
+	if (reset)
 		return -ECONNRESET;
 	buf = malloc(chunk);
 	if (!buf)
@@ -132,7 +199,7 @@ ssize_t xs_sock_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
 			break;
 		}
 		v = (struct iovec){ buf, (size_t)n };
-		m = xs_sock_send(s, &v, 1, 0);
+		m = xs_sock_send(s, fd, &v, 1, 0);
 		if (m <= 0) {
 			if (!done)
 				done = (size_t)m;
@@ -156,12 +223,18 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
-	if (xs_sock_kind(s) != XS_KIND_RDMA) {
+	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved)) {
 		rc = xs_real.shutdown(fd, how);
 		return rc < 0 ? -errno : 0;
 	}
 	if (sock_foreign(s))
 		return -ENOTCONN;
+	if (xs_stream_moved(s->stream) & XS_MOVED_TX) {
+		/* the peer reads our end on the kernel connection */
+		rc = xs_real.shutdown(fd, how);
+		if (rc < 0)
+			return -errno;
+	}
 
 	XS_INSIDE(); /* the stream polls its CQ and posts the FIN */
 	rc = xs_stream_shutdown(s->stream, how);
@@ -203,6 +276,7 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 	int rc, v;
 
 	if (xs_sock_kind(s) == XS_KIND_RDMA && !sock_foreign(s) &&
+	    !atomic_load(&s->moved) &&
 	    (request == SIOCINQ || request == SIOCOUTQ ||
 	     request == SIOCOUTQNSD)) {
 		/* the kernel validates the pointer on its own socket first */

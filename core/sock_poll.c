@@ -24,6 +24,10 @@ bool xs_sock_polled(struct xs_sock *s)
 	 * its unconnected kernel fd would claim to be. */
 	if (kind == XS_KIND_PENDING && xs_sock_connecting(s))
 		return true;
+	if (kind == XS_KIND_RDMA && atomic_load(&s->moved))
+		/* moved to its kernel TCP connection: the kernel fd's, once
+		 * the bytes taken over are read (core/move.c) */
+		return atomic_load(&s->prefix_left);
 	if (kind == XS_KIND_RDMA)
 		return xs_sock_mine(s);
 	return false; /* listeners: every connection comes to the kernel's */
@@ -36,6 +40,14 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* connecting; or decided for TCP: the kernel's */
+	if (atomic_load(&s->moved))
+		/* the bytes taken over are readable; writes go to the
+		 * kernel's send buffer */
+		return atomic_load(&s->prefix_left)
+			       ? POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM
+			       : XS_POLL_MOVED;
+	if (!xs_sock_mine(s))
+		return 0;
 	{
 		XS_INSIDE(); /* the stream polls its CQ */
 
@@ -49,6 +61,10 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		out |= ev & XS_EV_ERR ? POLLERR : 0;
 		out |= ev & XS_EV_HUP ? POLLHUP : 0;
 		out |= ev & XS_EV_RDHUP ? POLLRDHUP : 0;
+		if (ev & XS_EV_MOVED) { /* the kernel fd's from here on */
+			atomic_store(&s->moved, true);
+			out = XS_POLL_MOVED;
+		}
 	}
 	return out;
 }
@@ -61,7 +77,8 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 		fds[0] = s->connect_evfd; /* readable once decided */
 		return fds[0] >= 0;
 	}
-	if (xs_sock_kind(s) == XS_KIND_RDMA)
+	/* a moved socket's too: an epoll set takes them out by these */
+	if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s))
 		return xs_stream_wait_fds(s->stream, fds);
 	return 0;
 }
@@ -76,6 +93,8 @@ bool xs_sock_poll_arm(struct xs_sock *s)
 		 * drained there) */
 		return xs_sock_connecting(s) && s->neg_gen != xs_fork_gen;
 
+	if (atomic_load(&s->moved) || !xs_sock_mine(s))
+		return false;
 	XS_INSIDE(); /* arming is ibv_req_notify_cq() */
 	rc = xs_stream_arm(s->stream);
 	return rc == 1;

@@ -259,8 +259,9 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 	switch (m.type) {
 	case XS_MSG_DATA:
 	case XS_MSG_RNDV:
-		if (s->peer_fin) {
-			stream_reset(s, "data after FIN");
+		if (s->peer_fin || s->peer_moved) {
+			stream_reset(s, s->peer_fin ? "data after FIN"
+						    : "data after MOVE");
 			return;
 		}
 		if (s->rx_data_held >= c->local.credits) {
@@ -299,10 +300,29 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		stream_on_rndv_done(s, m.rndv_id);
 		break;
 	case XS_MSG_FIN:
+		/* after its MOVE, the peer's end comes on the kernel TCP
+		 * connection: this only closes its RDMA side */
+		if (s->peer_moved)
+			break;
 		s->peer_fin = true;
 		s->pub->flags |= XS_SHM_F_PEER_FIN;
 		break;
+	case XS_MSG_MOVE:
+		if (s->peer_moved) {
+			stream_reset(s, "MOVE after MOVE");
+			return;
+		}
+		/* every byte the peer sent over RDMA is in the queue now (a
+		 * FIN before it still ends that direction); ours end with
+		 * our own MOVE, in answer, after a FIN of ours too */
+		s->peer_moved = true;
+		s->move_want = true;
+		atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+		xs_dbg("stream", "the peer moved to TCP");
+		break;
 	case XS_MSG_RESET:
+		if (s->peer_moved && s->move_sent)
+			break; /* the RDMA side of a moved stream: no data */
 		was = s->error;
 		stream_reset(s, "peer sent RESET");
 		if (!was && s->peer_fin)
@@ -400,16 +420,19 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 }
 
 static void stream_send_fin(struct xs_stream *s);
+static void stream_send_move(struct xs_stream *s);
 static void stream_return_credits(struct xs_stream *s);
 static void stream_rndv_progress(struct xs_stream *s);
 
 /* What waits on state rather than on a completion: regions to READ or
- * release, a FIN that shutdown() left waiting for a credit. Called with
- * s->lock held. */
+ * release, a FIN that shutdown() left waiting for a credit, a MOVE that
+ * waits for a send slot. Called with s->lock held. */
 static void stream_progress(struct xs_stream *s)
 {
 	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
 		stream_rndv_progress(s);
+	if (s->move_want && !s->move_sent)
+		stream_send_move(s);
 	if (s->wr_shut && !s->fin_sent)
 		stream_send_fin(s);
 }
@@ -460,7 +483,7 @@ static void stream_cm_events(struct xs_stream *s)
 			 * before it disconnected: reap them first. */
 			while (stream_poll_cq(s) > 0)
 				;
-			if (!s->peer_fin)
+			if (!s->peer_fin && !(s->peer_moved && s->move_sent))
 				stream_reset(s,
 					     "peer disconnected without FIN");
 			/* Its QP is gone: what we still send is never
@@ -1016,7 +1039,8 @@ static void stream_rndv_progress(struct xs_stream *s)
 		/* READ ahead of the reader within the budget (and always
 		 * the first region, whatever its size) */
 		want = e->rlen - e->roff;
-		if (s->rndv_rx_held && s->rndv_rx_held + want > XS_RNDV_RX_HELD)
+		if (s->rndv_rx_held && !s->move_pull &&
+		    s->rndv_rx_held + want > XS_RNDV_RX_HELD)
 			return;
 		slot = stream_slot(s);
 		if (slot < 0 || stream_rndv_buf(s, want, &e->buf))
@@ -1064,6 +1088,23 @@ static void stream_send_fin(struct xs_stream *s)
 		s->fin_sent = true;
 }
 
+/*
+ * MOVE after every byte sent over RDMA (each send posts its messages
+ * before it returns, and none is posted after this); a control message,
+ * never blocks: without a free slot it goes out from the next
+ * stream_poll_cq().
+ */
+static void stream_send_move(struct xs_stream *s)
+{
+	if (s->error || stream_post_ctrl(s, XS_MSG_MOVE))
+		return;
+	s->move_sent = true;
+	atomic_store(&s->moved_tx, true);
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&s->cond); /* a sender goes on over TCP */
+	xs_dbg("stream", "MOVE sent");
+}
+
 ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		       int timeout_ms)
 {
@@ -1096,6 +1137,8 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	rndv_max = s->stage ? s->stage_chunk : 0;
 	if (total == 0 && !s->error && (s->wr_shut || s->peer_gone))
 		rc = -EPIPE; /* tcp_sendmsg: even 0 bytes after shutdown */
+	if (total == 0 && !s->error && !s->wr_shut && s->move_sent)
+		rc = XS_STREAM_MOVED;
 	while (sent < total) {
 		if (s->error) {
 			rc = stream_error(s, true);
@@ -1103,8 +1146,12 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		}
 		/* our SHUT_WR, or a peer whose QP is gone (the kernel
 		 * would have an RST by now) */
-		if (s->wr_shut || s->peer_gone) {
+		if (s->wr_shut || (s->peer_gone && !s->move_sent)) {
 			rc = -EPIPE;
+			break;
+		}
+		if (s->move_sent) { /* the rest goes on over TCP */
+			rc = XS_STREAM_MOVED;
 			break;
 		}
 		if (rndv_max && total - sent > c->local.eager_size) {
@@ -1258,6 +1305,11 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			copied = 0;
 		if (s->rd_shut || (s->rxq_len == 0 && s->peer_fin))
 			break; /* EOF */
+		if (s->rxq_len == 0 && s->peer_moved) {
+			if (!copied) /* the rest comes over TCP */
+				rc = XS_STREAM_MOVED;
+			break;
+		}
 		/* a reset loses what was never READ; what was, is read */
 		if (s->error) {
 			rc = stream_error(s, false);
@@ -1399,8 +1451,98 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 		ev |= XS_EV_OUT | XS_EV_HUP;
 	if (s->wr_shut && s->peer_fin)
 		ev |= XS_EV_HUP;
+	if (s->move_sent) /* our sends go to the kernel's buffer */
+		ev |= XS_EV_OUT;
+	/* (after the peer's FIN its end stays ours to report: EOF) */
+	if (s->move_sent && s->peer_moved && !s->peer_fin && !s->rxq_len)
+		ev |= XS_EV_MOVED;
 	pthread_mutex_unlock(&s->lock);
 	return ev;
+}
+
+unsigned int xs_stream_moved(struct xs_stream *s)
+{
+	unsigned int how = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->move_sent)
+		how |= XS_MOVED_TX;
+	if (s->peer_moved && !s->peer_fin && !s->rxq_len)
+		how |= XS_MOVED_RX;
+	pthread_mutex_unlock(&s->lock);
+	return how;
+}
+
+int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
+		       size_t *len, unsigned int *ended)
+{
+	uint64_t deadline = stream_deadline(timeout_ms);
+	uint8_t *buf = NULL, *nb;
+	size_t have = 0, cap = 0, n;
+	struct iov_cursor cur;
+	struct iovec v;
+	int rc = 0;
+
+	stream_news(); /* a call: readiness may change */
+	pthread_mutex_lock(&s->lock);
+	stream_poll_cq(s);
+	if (s->error || (s->peer_gone && !s->peer_fin)) {
+		pthread_mutex_unlock(&s->lock);
+		return -ECONNRESET;
+	}
+	s->move_want = true;
+	s->move_pull = true;
+	stream_progress(s); /* our MOVE, now or at the next completion */
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&s->cond);
+	stream_wake(s); /* a thread asleep in send goes on over TCP */
+	for (;;) {
+		n = stream_readable(s);
+		if (n) {
+			if (have + n > cap) {
+				cap = (have + n) * 2;
+				nb = realloc(buf, cap);
+				if (!nb) {
+					rc = -ENOMEM;
+					break;
+				}
+				buf = nb;
+			}
+			v = (struct iovec){ buf + have, n };
+			cur = (struct iov_cursor){ &v, 1, 0, 0 };
+			have += stream_copy(s, &cur, n, false, false);
+			continue;
+		}
+		/* the peer's last byte over RDMA: before its MOVE, or its
+		 * FIN (then nothing follows on TCP: its end is EOF) */
+		if (!s->rxq_len && s->move_sent &&
+		    (s->peer_moved || s->peer_fin))
+			break;
+		if (s->error) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (stream_poll_cq(s))
+			continue;
+		rc = stream_wait(s, deadline);
+		if (rc)
+			break;
+	}
+	s->move_pull = false;
+	if (have) {
+		s->pub->c.bytes_received += have;
+		stream_pub_queues(s);
+	}
+	*ended = (s->peer_fin || s->rd_shut ? XS_MOVE_EOF : 0) |
+		 (s->wr_shut ? XS_MOVE_SHUT_WR : 0);
+	pthread_mutex_unlock(&s->lock);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*bytes = buf;
+	*len = have;
+	return 0;
 }
 
 static void stream_free(struct xs_stream *s)

@@ -40,6 +40,7 @@
 #ifndef XS_CORE_STREAM_H
 #define XS_CORE_STREAM_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -90,6 +91,13 @@ struct xs_stream_region {
 	struct xs_buf buf; /* its slice of the staging area */
 };
 
+/*
+ * What xs_stream_send() and xs_stream_recv() answer for a direction that
+ * moved to the kernel TCP connection: the caller goes on with the
+ * socket's kernel fd (core/move.c).
+ */
+#define XS_STREAM_MOVED (-EXDEV)
+
 /* xs_stream_recv() flags */
 #define XS_RECV_PEEK	1 /* MSG_PEEK: copy without consuming */
 #define XS_RECV_WAITALL 2 /* MSG_WAITALL: wait for every byte asked */
@@ -101,6 +109,9 @@ struct xs_stream_region {
 #define XS_EV_ERR   0x008
 #define XS_EV_HUP   0x010
 #define XS_EV_RDHUP 0x2000
+/* beside them: both directions moved to the kernel TCP connection and
+ * nothing of the RDMA stream is left to read; the kernel fd tells the rest */
+#define XS_EV_MOVED 0x20000
 
 /*
  * Silence after which a peer that owes this side something is probed
@@ -163,11 +174,21 @@ struct xs_stream {
 	bool fin_sent; /* the FIN is posted */
 	bool rst_sent; /* xs_stream_abort() posted a RESET (cf. RST) */
 	bool rd_shut;  /* shutdown(SHUT_RD): reads see EOF */
-	int kick_fd;   /* eventfd a shutdown() writes, so that threads asleep
+	/* The move to the kernel TCP connection (core/move.c): each side
+	 * sends MOVE after its last byte over RDMA, the second in answer to
+	 * the first; each direction goes on over TCP after its MOVE. */
+	bool move_want;	      /* our MOVE is due (posted when a slot is free) */
+	bool move_sent;	      /* posted: our sends go to the kernel from here */
+	atomic_bool moved_tx; /* move_sent, read without the lock */
+	bool peer_moved;      /* the peer's MOVE came: after the queue, reads go
+			  * to the kernel */
+	bool move_pull; /* xs_stream_move_out(): READ every region announced,
+			  * whatever XS_RNDV_RX_HELD */
+	int kick_fd;	/* eventfd a shutdown() writes, so that threads asleep
 		      * on the channels (in recv, send, poll, epoll) wake:
 		      * cf. sk_state_change(); made at the first wait, -1
 		      * before */
-	int error;     /* sticky negative errno (reset) */
+	int error;	/* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */
 	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
@@ -322,6 +343,48 @@ unsigned long xs_stream_news(void);
 
 /* xs_stream_news_bump() - move that counter (a listener's accept too) */
 void xs_stream_news_bump(void);
+
+/* xs_stream_moved() bits */
+#define XS_MOVED_TX 0x1 /* our MOVE is posted: sends go to the kernel */
+#define XS_MOVED_RX 0x2 /* the peer's MOVE came and its RDMA bytes are read */
+
+/**
+ * xs_stream_moved() - how far the stream moved to its kernel TCP
+ *                     connection
+ * @s: stream; reaps nothing
+ * Return: XS_MOVED_* bits.
+ */
+unsigned int xs_stream_moved(struct xs_stream *s);
+
+/**
+ * xs_stream_move_out() - move the stream to its kernel TCP connection and
+ *                        take what the peer sent over RDMA and nobody read
+ * @s:          stream
+ * @timeout_ms: -1 forever, else the most to wait for the peer's MOVE
+ * @bytes:      receives a malloc'ed copy of the unread bytes (NULL when
+ *              none); the caller frees it
+ * @len:        receives their count
+ * @ended:      receives XS_MOVE_* bits: how the directions already ended
+ *
+ * Posts MOVE after our last RDMA byte, then waits for the peer's MOVE
+ * (which it sends after its last) or FIN, READing every region it announced
+ * before, and consumes everything queued: from then on both directions
+ * are the kernel's, and the bytes returned come before the first byte
+ * the kernel socket delivers.
+ * Context: blocks; takes s->lock.
+ * Return: 0; -ECONNRESET when the stream is reset or its peer gone without
+ *         FIN (nothing moved); -EAGAIN past the timeout, -ENOMEM
+ *         (our MOVE may have gone: the stream cannot be used over RDMA
+ *         again).
+ */
+int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
+		       size_t *len, unsigned int *ended);
+
+/* xs_stream_move_out() *@ended bits: XS_MOVE_EOF, reads end after the
+ * bytes (the peer's FIN came over RDMA, or our SHUT_RD); XS_MOVE_SHUT_WR,
+ * our FIN went over RDMA: no more sends */
+#define XS_MOVE_EOF	0x1
+#define XS_MOVE_SHUT_WR 0x2
 
 /**
  * xs_stream_take_error() - getsockopt(SO_ERROR): the reset not yet

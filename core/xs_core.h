@@ -259,6 +259,16 @@ struct xs_sock {
 	/* Kind TCP: 1 << XS_TCP_* of the control messages that may still
 	 * lead the stream; stripped before the application reads. */
 	atomic_uint strip;
+	/* Kind RDMA, moved to its kernel TCP connection (core/move.c): every
+	 * call is the kernel fd's, after the bytes of prefix (what came over
+	 * RDMA and the owner had not read when this process took the
+	 * connection over; only in the process that asked for the move). */
+	atomic_bool moved;
+	atomic_bool prefix_left;       /* prefix holds unread bytes */
+	uint8_t *prefix;	       /* malloc'ed; lock */
+	size_t prefix_len, prefix_off; /* lock */
+	bool prefix_eof; /* after prefix, EOF: the peer's FIN came over RDMA */
+	uint64_t rdma_cookie; /* kind RDMA: SO_COOKIE of its kernel socket */
 	uint64_t listen_retry_us; /* LISTEN: next try at a probe listener */
 	/* LISTEN: the address whose probes the helper answers for us, the
 	 * process that asked (core/helper.c); family 0: none */
@@ -463,6 +473,7 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
 /**
  * xs_sock_send() - send on an RDMA socket, as sendmsg(2) on TCP
  * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @fd:     its fd: the kernel's once the connection moved (core/move.c)
  * @iov:    the bytes (iovcnt and the total already validated)
  * @iovcnt: entries in @iov
  * @flags:  MSG_* flags of the call: MSG_DONTWAIT, MSG_NOSIGNAL honoured,
@@ -473,8 +484,8 @@ int xs_sock_accept(struct xs_sock *s, int fd, struct sockaddr *addr,
  * Return: bytes queued, or -EAGAIN, -EINTR, -EPIPE, -ECONNRESET,
  *         -EOPNOTSUPP (MSG_OOB).
  */
-ssize_t xs_sock_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		     int flags);
+ssize_t xs_sock_send(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags);
 
 /**
  * xs_sock_claim() - claim a negotiable socket for this process: its
@@ -611,25 +622,66 @@ void xs_sock_keep_error(struct xs_sock *s, int err);
 /**
  * xs_sock_recv() - receive on an RDMA socket, as recvmsg(2) on TCP
  * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @fd:     its fd: the kernel's once the connection moved (core/move.c)
  * @iov:    room for the bytes
  * @iovcnt: entries in @iov
  * @flags:  MSG_DONTWAIT, MSG_PEEK, MSG_WAITALL; MSG_OOB fails as on a TCP
  *          socket without urgent data
  * Return: bytes, 0 at EOF, or -EAGAIN, -EINTR, -ECONNRESET, -EINVAL.
  */
-ssize_t xs_sock_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		     int flags);
+ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags);
 
 /**
  * xs_sock_sendfile() - sendfile(2) onto an RDMA socket
  * @s:      socket of kind XS_KIND_RDMA; caller holds a reference
+ * @fd:     its fd
  * @in_fd:  file to read
  * @offset: as for sendfile(2): NULL reads from the file position
  * @count:  bytes wanted
  * Return: bytes sent, or a negative errno of read(2) or xs_sock_send().
  */
-ssize_t xs_sock_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
+ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
 			 size_t count);
+
+/**
+ * xs_sock_move() - take over an RDMA connection that another process of
+ *                  this family owns: it moves to its kernel TCP
+ *                  connection (core/move.c)
+ * @s:  socket of kind XS_KIND_RDMA whose stream is not this process's
+ * @fd: its fd, passed to the owner as the proof of holding the socket
+ *
+ * Context: blocks until the owner answers (at most about 15 s); one move
+ * at a time per process.
+ * Return: 0 (then xs_sock_plain() or the prefix serves every call), or a
+ *         negative errno: the connection cannot be taken over (calls then
+ *         fail with ECONNRESET, as before).
+ */
+int xs_sock_move(struct xs_sock *s, int fd);
+
+/**
+ * xs_sock_take_over() - xs_sock_move() for a socket that needs it: kind
+ *                       XS_KIND_RDMA, another process's, not moved yet
+ * @s:  socket; caller holds a reference
+ * @fd: its fd
+ */
+void xs_sock_take_over(struct xs_sock *s, int fd);
+
+/**
+ * xs_sock_passes() - whether a data call on RDMA socket @s is its kernel
+ *                    fd's, as the application made it: @s moved to its
+ *                    kernel TCP connection (a read only once the bytes
+ *                    taken over are read), or, for a @send, our side of
+ *                    it did (core/move.c)
+ */
+bool xs_sock_passes(struct xs_sock *s, bool send);
+
+/**
+ * xs_sock_plain() - whether RDMA socket @s moved to its kernel TCP
+ *                   connection and holds no bytes of its own to serve
+ *                   first: its fd is the kernel's for every call
+ */
+bool xs_sock_plain(const struct xs_sock *s);
 
 /**
  * xs_sock_shutdown() - shutdown(2) on a tracked socket
@@ -712,6 +764,9 @@ bool xs_sock_polled(struct xs_sock *s);
 #define XS_POLL_ARM   0x2 /* arm first, as xs_sock_poll_arm() */
 /* xs_sock_poll_events() result bit beside the poll(2) ones */
 #define XS_POLL_STARVED 0x10000 /* with XS_POLL_ARM: sleep at most 1 ms */
+/* ... and: @s moved to its kernel TCP connection during this look
+ * (xs_sock_plain() holds now): ask its kernel fd from here on */
+#define XS_POLL_MOVED 0x20000
 
 /**
  * xs_sock_poll_events() - @s's readiness, as poll(2) revents

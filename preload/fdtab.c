@@ -97,11 +97,12 @@ struct xs_sock *xs_fdtab_get(int fd)
 	}
 }
 
-/* Whether @s takes the data path: RDMA, or (@deciding) a non-blocking
- * connect still deciding its transport. */
+/* Whether @s takes the data path: RDMA (not moved to its kernel TCP
+ * connection, core/move.c), or (@deciding) a non-blocking connect still
+ * deciding its transport. */
 static bool fdtab_served(struct xs_sock *s, bool deciding)
 {
-	return xs_sock_kind(s) == XS_KIND_RDMA ||
+	return (xs_sock_kind(s) == XS_KIND_RDMA && !xs_sock_plain(s)) ||
 	       (deciding &&
 		(xs_sock_connecting(s) || xs_sock_negotiable(s) ||
 		 atomic_load_explicit(&s->strip, memory_order_relaxed)));

@@ -55,7 +55,19 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 	if (!xs_enter())
 		return NULL;
 	s = xs_fdtab_get_data(fd);
-	if (s && xs_sock_kind(s) != XS_KIND_RDMA) {
+	if (s && xs_sock_kind(s) == XS_KIND_RDMA) {
+		/* another process's connection moves to its kernel TCP
+		 * connection now (core/move.c); a moved one is the kernel
+		 * fd's, by the very call the application made (a seccomp
+		 * sandbox may allow read() and not recvmsg()) */
+		xs_sock_take_over(s, fd);
+		if (xs_sock_passes(s, send)) {
+			xs_sock_put(s);
+			return NULL;
+		}
+		return s;
+	}
+	if (s) {
 		/* MSG_DONTWAIT: this call never waits, as O_NONBLOCK */
 		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
 		if (xs_sock_claim(s, fd) && send)
@@ -116,19 +128,19 @@ static int io_check_iov(const struct iovec *iov, size_t iovcnt, int toomany)
 	return 0;
 }
 
-static ssize_t io_send(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		       int flags)
+static ssize_t io_send(struct xs_sock *s, int fd, const struct iovec *iov,
+		       int iovcnt, int flags)
 {
-	ssize_t rc = xs_sock_send(s, iov, iovcnt, flags);
+	ssize_t rc = xs_sock_send(s, fd, iov, iovcnt, flags);
 
 	xs_sock_put(s);
 	return xs_sys_ret(rc);
 }
 
-static ssize_t io_recv(struct xs_sock *s, const struct iovec *iov, int iovcnt,
-		       int flags)
+static ssize_t io_recv(struct xs_sock *s, int fd, const struct iovec *iov,
+		       int iovcnt, int flags)
 {
-	ssize_t rc = xs_sock_recv(s, iov, iovcnt, flags);
+	ssize_t rc = xs_sock_recv(s, fd, iov, iovcnt, flags);
 
 	xs_sock_put(s);
 	return xs_sys_ret(rc);
@@ -149,7 +161,7 @@ XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(read, fd, buf, len);
-	return io_recv(s, &v, 1, 0);
+	return io_recv(s, fd, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
@@ -161,7 +173,7 @@ XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(write, fd, buf, len);
-	return io_send(s, &v, 1, 0);
+	return io_send(s, fd, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -178,7 +190,7 @@ XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	rc = io_check_iov(iov, (size_t)iovcnt, -EINVAL);
 	if (rc)
 		return io_fail(s, rc);
-	return io_recv(s, iov, iovcnt, 0);
+	return io_recv(s, fd, iov, iovcnt, 0);
 }
 
 XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -195,7 +207,7 @@ XS_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	rc = io_check_iov(iov, (size_t)iovcnt, -EINVAL);
 	if (rc)
 		return io_fail(s, rc);
-	return io_send(s, iov, iovcnt, 0);
+	return io_send(s, fd, iov, iovcnt, 0);
 }
 
 XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -207,7 +219,7 @@ XS_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(recv, fd, buf, len, flags);
-	return io_recv(s, &v, 1, flags);
+	return io_recv(s, fd, &v, 1, flags);
 }
 
 /* recvfrom() and __recvfrom_chk() after its check: a wrapper never calls
@@ -223,7 +235,7 @@ static ssize_t recvfrom_common(int fd, void *buf, size_t len, int flags,
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(recvfrom, fd, buf, len, flags, addr, alen);
-	rc = io_recv(s, &v, 1, flags);
+	rc = io_recv(s, fd, &v, 1, flags);
 	/* TCP reports no source address: a length of 0 (inet_recvmsg) */
 	if (rc >= 0 && addr && alen)
 		*alen = 0;
@@ -289,7 +301,7 @@ static ssize_t recvmsg_common(int fd, struct msghdr *msg, int flags)
 	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
 	if (rc)
 		return io_fail(s, rc);
-	rc = io_recv(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	rc = io_recv(s, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
 	if (rc >= 0) {
 		msg->msg_namelen = 0;
 		msg->msg_controllen = 0;
@@ -383,7 +395,7 @@ XS_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(send, fd, buf, len, flags);
-	return io_send(s, &v, 1, flags);
+	return io_send(s, fd, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -397,7 +409,7 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	if (!s)
 		return XS_CALL(sendto, fd, buf, len, flags, addr, alen);
 	/* A connected TCP socket ignores the address (tcp_sendmsg). */
-	return io_send(s, &v, 1, flags);
+	return io_send(s, fd, &v, 1, flags);
 }
 
 /* A socket about to go to another process with SCM_RIGHTS. */
@@ -449,7 +461,7 @@ static ssize_t sendmsg_common(int fd, const struct msghdr *msg, int flags)
 	rc = io_check_iov(msg->msg_iov, msg->msg_iovlen, -EMSGSIZE);
 	if (rc)
 		return io_fail(s, rc);
-	return io_send(s, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	return io_send(s, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
 XS_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -478,10 +490,10 @@ XS_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen,
 	return (int)vlen;
 }
 
-static ssize_t io_sendfile(struct xs_sock *s, int in_fd, off_t *offset,
-			   size_t count)
+static ssize_t io_sendfile(struct xs_sock *s, int out_fd, int in_fd,
+			   off_t *offset, size_t count)
 {
-	ssize_t rc = xs_sock_sendfile(s, in_fd, offset, count);
+	ssize_t rc = xs_sock_sendfile(s, out_fd, in_fd, offset, count);
 
 	xs_sock_put(s);
 	return xs_sys_ret(rc);
@@ -495,7 +507,7 @@ XS_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		return io_failed(s);
 	if (!s)
 		return XS_CALL(sendfile, out_fd, in_fd, offset, count);
-	return io_sendfile(s, in_fd, offset, count);
+	return io_sendfile(s, out_fd, in_fd, offset, count);
 }
 
 XS_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
@@ -504,7 +516,7 @@ XS_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset,
 	struct xs_sock *s = io_rdma_send(out_fd);
 
 	if (s)
-		return io_sendfile(s, in_fd, (off_t *)offset, count);
+		return io_sendfile(s, out_fd, in_fd, (off_t *)offset, count);
 	if (!xs_real.sendfile64)
 		return XS_CALL(sendfile, out_fd, in_fd, (off_t *)offset, count);
 	return XS_CALL(sendfile64, out_fd, in_fd, offset, count);
@@ -526,7 +538,7 @@ XS_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 		return XS_CALL(__read_chk, fd, buf, len, buflen);
 	if (len > buflen)
 		__chk_fail();
-	return io_recv(s, &v, 1, 0);
+	return io_recv(s, fd, &v, 1, 0);
 }
 
 XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
@@ -541,7 +553,7 @@ XS_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen,
 		return XS_CALL(__recv_chk, fd, buf, len, buflen, flags);
 	if (len > buflen)
 		__chk_fail();
-	return io_recv(s, &v, 1, flags);
+	return io_recv(s, fd, &v, 1, flags);
 }
 
 XS_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen,

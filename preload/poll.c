@@ -108,16 +108,20 @@ static void ep_nest_check(int fd);
  * back with process_vm_writev(2): any byte of an fd set, the revents of
  * a pollfd array's first and last entry, the first byte of an epoll
  * events buffer (the kernel only checks that range, and writes the
- * events it delivers). Event loops pass the same buffers every time: the
- * last ranges found good are remembered per thread. Where those calls
- * are not allowed (a seccomp filter: any error but EFAULT), nothing is
- * checked.
+ * events it delivers). A pollfd array is checked by the very call the
+ * application made, poll(2) or ppoll(2), with a zero timeout: a seccomp
+ * filter that lets the program poll lets that through too, where
+ * process_vm_readv(2) may kill the process (sshd's preauth sandbox). Event
+ * loops pass the same buffers every time: the last ranges found good are
+ * remembered per thread. Where those calls are not allowed (a seccomp
+ * filter that answers with an error but EFAULT), nothing is checked.
  */
 enum user_use {
-	USER_READ,   /* read only: epoll_ctl's event */
-	USER_FDSET,  /* read and written whole: select's sets, timeval */
-	USER_POLLFD, /* read whole, revents written: poll's array */
-	USER_EVENTS, /* written from the start: epoll_wait's buffer */
+	USER_READ,    /* read only: epoll_ctl's event */
+	USER_FDSET,   /* read and written whole: select's sets, timeval */
+	USER_POLLFD,  /* read whole, revents written: poll's array */
+	USER_PPOLLFD, /* the same, for ppoll */
+	USER_EVENTS,  /* written from the start: epoll_wait's buffer */
 };
 
 #define USER_OK_SLOTS 8
@@ -164,18 +168,20 @@ static bool user_probe(uintptr_t a, size_t n, bool write)
 
 static bool user_check(uintptr_t a, size_t n, enum user_use use)
 {
-	const struct pollfd *f = (const void *)a;
-	size_t last = n / sizeof(*f) - 1;
+	const struct timespec zero = { 0, 0 };
+	struct pollfd *f = (void *)a;
 
 	switch (use) {
 	case USER_READ:
 		return user_probe(a, n, false);
 	case USER_FDSET:
 		return user_probe(a, n, true);
-	case USER_POLLFD:
-		return user_probe(a, n, false) &&
-		       user_probe((uintptr_t)&f[0].revents, 1, true) &&
-		       user_probe((uintptr_t)&f[last].revents, 1, true);
+	case USER_POLLFD: /* revents it writes are written again later */
+		return xs_real.poll(f, n / sizeof(*f), 0) >= 0 ||
+		       errno != EFAULT;
+	case USER_PPOLLFD:
+		return xs_real.ppoll(f, n / sizeof(*f), &zero, NULL) >= 0 ||
+		       errno != EFAULT;
 	case USER_EVENTS:
 		return user_probe(a, 1, true);
 	}
@@ -217,6 +223,7 @@ static struct xs_sock *poll_sock(int fd)
 
 	if (s) {
 		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
+		xs_sock_take_over(s, fd);
 		xs_sock_listen_poke(s, fd);
 	}
 	if (s && !xs_sock_polled(s)) {
@@ -232,21 +239,25 @@ static struct xs_sock *poll_sock(int fd)
 
 /*
  * Fill in the revents of the xsock entries (socks[i] != NULL); kernel
- * entries keep what they have. Return: entries with revents.
+ * entries keep what they have. *@moved: an entry moved to its kernel TCP
+ * connection meanwhile (its kernel fd answers from now on). Return:
+ * entries with revents.
  */
 static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
-			short *kernel_revents)
+			short *kernel_revents, bool *moved)
 {
+	unsigned int ev;
 	int ready = 0;
 	nfds_t i;
 
 	for (i = 0; i < n; i++) {
 		short rev = kernel_revents ? kernel_revents[i] : 0;
 
-		if (socks[i])
-			rev |= (short)(xs_sock_poll_events(socks[i],
-							   XS_POLL_DRAIN) &
-				       (fds[i].events | POLL_ALWAYS));
+		if (socks[i]) {
+			ev = xs_sock_poll_events(socks[i], XS_POLL_DRAIN);
+			*moved |= (ev & XS_POLL_MOVED) != 0;
+			rev |= (short)(ev & (fds[i].events | POLL_ALWAYS));
+		}
 		fds[i].revents = rev;
 		ready += rev != 0;
 	}
@@ -286,15 +297,19 @@ static bool poll_decided(const struct pollfd *fds, struct xs_sock **socks,
 /*
  * The emulated wait. @socks[i] holds a reference for each xsock entry
  * (dropped here, and set to NULL, for one whose non-blocking connect falls
- * back to the kernel meanwhile). Return: as poll(2).
+ * back to the kernel meanwhile). *@wake: this thread's wake-up, registered
+ * (xs_wake_enter()) before the look that precedes a sleep, so a
+ * shutdown() by another thread after that look always ends the sleep; a
+ * wait answered at its first look makes no system call for it (a seccomp
+ * sandbox may not allow eventfd(2)). Return: as poll(2).
  */
 static int poll_wait(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
-		     uint64_t deadline, const sigset_t *sigmask, int wake)
+		     uint64_t deadline, const sigset_t *sigmask, int *wake)
 {
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
 	short *krev;
-	bool *connecting, starved;
+	bool *connecting, starved, moved = false;
 	uint64_t spin_until;
 	struct timespec ts;
 	nfds_t i, m;
@@ -341,23 +356,33 @@ rebuild:
 	}
 	spin_until = poll_now_us() + poll_spin_us();
 	for (;;) {
-		ready = poll_collect(fds, n, socks, krev);
+		ready = poll_collect(fds, n, socks, krev, &moved);
+		if (!ready && moved) { /* its kernel fd answers: ask it */
+			moved = false;
+			goto rebuild;
+		}
 		if (ready || deadline == 0)
 			break;
 		if (poll_now_us() < spin_until && poll_now_us() < deadline)
 			continue;
+		if (*wake == -2)
+			*wake = xs_wake_enter();
 		starved = false;
 		for (i = 0; i < n; i++)
 			if (socks[i])
 				starved |= xs_sock_poll_arm(socks[i]);
-		ready = poll_collect(fds, n, socks, krev);
+		ready = poll_collect(fds, n, socks, krev, &moved);
+		if (!ready && moved) {
+			moved = false;
+			goto rebuild;
+		}
 		if (ready)
 			break;
 		/* this thread's own wake-up, after the channels (the spare
 		 * slot of real[]) */
-		real[m] = (struct pollfd){ wake, POLLIN, 0 };
+		real[m] = (struct pollfd){ *wake, POLLIN, 0 };
 		rc = xs_real.ppoll(
-			real, m + (wake >= 0),
+			real, m + (*wake >= 0),
 			poll_left(starved ? poll_soon(deadline) : deadline,
 				  &ts),
 			sigmask);
@@ -365,8 +390,8 @@ rebuild:
 			ready = -errno;
 			break;
 		}
-		if (wake >= 0 && real[m].revents)
-			xs_wake_drain(wake);
+		if (*wake >= 0 && real[m].revents)
+			xs_wake_drain(*wake);
 		if (poll_decided(fds, socks, connecting, n))
 			goto rebuild;
 		for (i = 0; i < m; i++)
@@ -374,7 +399,7 @@ rebuild:
 				krev[back[i]] = real[i].revents;
 		if (rc == 0 && deadline != POLL_FOREVER &&
 		    poll_now_us() >= deadline) {
-			ready = poll_collect(fds, n, socks, krev);
+			ready = poll_collect(fds, n, socks, krev, &moved);
 			break;
 		}
 	}
@@ -386,7 +411,7 @@ rebuild:
 			for (i = 0; i < m; i++)
 				if (back[i] != SIZE_MAX)
 					krev[back[i]] = real[i].revents;
-			ready = poll_collect(fds, n, socks, krev);
+			ready = poll_collect(fds, n, socks, krev, &moved);
 		}
 	}
 	free(real);
@@ -404,13 +429,10 @@ rebuild:
 static int poll_emulated(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 			 uint64_t deadline, const sigset_t *sigmask)
 {
-	int saved = errno, rc;
+	int saved = errno, rc, wake = deadline ? -2 : -1; /* -2: not yet */
 
-	/* registered before the first look: a shutdown() by another thread
-	 * after it always wakes this wait (core/wake.c) */
-	rc = poll_wait(fds, n, socks, deadline, sigmask,
-		       deadline ? xs_wake_enter() : -1);
-	if (deadline)
+	rc = poll_wait(fds, n, socks, deadline, sigmask, &wake);
+	if (wake != -2 && deadline)
 		xs_wake_leave();
 	if (rc >= 0)
 		errno = saved;
@@ -447,7 +469,7 @@ static void poll_put_all(struct xs_sock **socks, nfds_t n)
 }
 
 static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
-		       const sigset_t *sigmask, bool *handled)
+		       const sigset_t *sigmask, bool ppoll, bool *handled)
 {
 	struct xs_sock **socks;
 	int rc;
@@ -455,7 +477,8 @@ static int poll_common(struct pollfd *fds, nfds_t nfds, uint64_t deadline,
 	*handled = false;
 	if (!xs_enter() || !fds || nfds > xs_fdtab_size())
 		return 0;
-	if (!poll_user_ok(fds, nfds * sizeof(*fds), USER_POLLFD))
+	if (!poll_user_ok(fds, nfds * sizeof(*fds),
+			  ppoll ? USER_PPOLLFD : USER_POLLFD))
 		return 0; /* the kernel's EFAULT */
 	socks = poll_socks(fds, nfds);
 	if (!socks)
@@ -473,7 +496,7 @@ static int poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 	bool handled;
 	int rc = poll_common(fds, nfds,
 			     timeout_ms == 0 ? 0 : poll_deadline_ms(timeout_ms),
-			     NULL, &handled);
+			     NULL, false, &handled);
 
 	return handled ? rc : XS_CALL(poll, fds, nfds, timeout_ms);
 }
@@ -498,7 +521,7 @@ static int poll_ts(struct pollfd *fds, nfds_t nfds,
 						 !timeout->tv_nsec
 					 ? 0
 					 : poll_deadline_ts(timeout),
-				 sigmask, &handled);
+				 sigmask, true, &handled);
 	return handled ? rc : XS_CALL(ppoll, fds, nfds, timeout, sigmask);
 }
 
@@ -728,6 +751,9 @@ struct ep_set {
 	_Atomic bool idle_valid;
 	_Atomic unsigned long idle_news;
 	_Atomic bool kernel_first; /* maxevents 1: whose turn it is */
+	/* a member moved to its kernel TCP connection during a look:
+	 * settle, then look again */
+	_Atomic bool moved;
 	/* waits inside ep_wait_events(), and whether the epoll fd was closed
 	 * meanwhile: the last of them frees the set (ep_table_lock) */
 	unsigned int users;
@@ -1008,17 +1034,24 @@ static void ep_evfd(struct ep_set *ep, struct xs_sock *s, int op)
  * non-blocking connect ran, and that is decided now: its eventfd leaves
  * the inner set; an RDMA socket's channels take its place; a socket that
  * fell back to TCP moves into the application's kernel set @epfd, each fd
- * as registered, and stops being a member. Called with ep->lock held.
+ * as registered, and stops being a member. @moved: an RDMA socket moved
+ * to its kernel TCP connection: its channels leave the inner set, and its
+ * members go to @epfd the same way. Called with ep->lock held.
  */
-static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s)
+static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
+		       bool moved)
 {
-	bool rdma = xs_sock_polled(s);
+	bool rdma = !moved && xs_sock_polled(s);
 	struct epoll_event ev;
 	size_t i;
 
-	ep_evfd(ep, s, EPOLL_CTL_DEL);
-	if (rdma)
-		ep_channels(ep, s, EPOLL_CTL_ADD);
+	if (moved) {
+		ep_channels(ep, s, EPOLL_CTL_DEL);
+	} else {
+		ep_evfd(ep, s, EPOLL_CTL_DEL);
+		if (rdma)
+			ep_channels(ep, s, EPOLL_CTL_ADD);
+	}
 	for (i = 0; i < ep->nr;) {
 		struct ep_member *m = &ep->m[i];
 
@@ -1064,9 +1097,19 @@ static void ep_settle(int epfd, struct ep_set *ep)
 		}
 		if (m->connecting && !xs_sock_connecting(s)) {
 			ep->idle_valid = false;
-			ep_decided(epfd, ep, s); /* may move members */
+			ep_decided(epfd, ep, s, false); /* may move members */
 			xs_sock_put(s);
 			i = 0; /* look again from the start */
+			continue;
+		}
+		if (!m->connecting && xs_sock_kind(s) == XS_KIND_RDMA &&
+		    xs_sock_plain(s)) {
+			/* moved to its kernel TCP connection: the kernel's
+			 * set watches it from now on */
+			ep->idle_valid = false;
+			ep_decided(epfd, ep, s, true);
+			xs_sock_put(s);
+			i = 0;
 			continue;
 		}
 		xs_sock_put(s);
@@ -1126,6 +1169,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		}
 		/* connecting first: decided meanwhile, it is read below */
 		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
+		xs_sock_take_over(s, fd);
 		conn = xs_sock_connecting(s);
 		if (!conn && !xs_sock_polled(s)) {
 			err = -EXDEV; /* decided for TCP: the kernel's */
@@ -1343,6 +1387,8 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		ready = xs_sock_poll_events(s, look);
 		if ((ready & XS_POLL_STARVED) && starved)
 			*starved = true;
+		if (ready & XS_POLL_MOVED)
+			ep->moved = true; /* settled by the next look */
 		ready &= want;
 		gen = xs_sock_poll_gen(s);
 		xs_sock_put(s);
@@ -1544,6 +1590,15 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 					(inner_quiet ? EP_NOCHAN : 0),
 				&starved);
 		n = nx;
+		if (ep->moved) {
+			/* a member's kernel fd answers now: into the kernel's
+			 * set (ep_settle()), then everything looked at again */
+			ep->moved = false;
+			if (!n) {
+				kernel_quiet = inner_quiet = false;
+				continue;
+			}
+		}
 		if (n < max && (!kernel_quiet || n)) {
 			k = ep_kernel(epfd, events + n, max - n);
 			if (k < 0 && !n)

@@ -54,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case XS_MSG_CREDIT:
 	case XS_MSG_FIN:
 	case XS_MSG_RESET:
+	case XS_MSG_MOVE:
 		hdr = XS_WIRE_MSG_LEN;
 		break;
 	default:

@@ -326,7 +326,6 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	done
 }
 
-# bats test_tags=two
 @test "sock: a non-blocking connect answers EINPROGRESS and completes on its own, as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	local how kernel plain_port=$((port + 1)) xs_port=$port

@@ -29,6 +29,16 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
   models.py execlive PORT SIZE               read SIZE bytes, answer, then
                                              exec with the connection live
   models.py execlive-client HOST PORT SIZE   its client
+  models.py forkafter PORT N SIZE            sshd's way: read the client's
+                                             greeting byte by byte, answer
+                                             it, then fork; the child does
+                                             the rest while the parent
+                                             keeps its copy open
+  models.py forkafter-client HOST PORT SIZE [--late-shut]
+                                             its client: greeting and SIZE
+                                             bytes at once, then SHUT_WR
+                                             (--late-shut: once the
+                                             answer came and 0.5 s later)
 Servers serve N connections, then exit with exit(3) (so the library's
 counters are written); those that run until SIGTERM exit the same way.
 """
@@ -256,6 +266,58 @@ def main():
         for _ in range(n):
             srv.handle_request()
         libc_exit(0)
+    elif cmd == "forkafter":
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            line = b""
+            while not line.endswith(b"\n"):
+                b = c.recv(1)
+                if not b:
+                    break
+                line += b
+            c.sendall(b"WELCOME " + line)
+            pid = os.fork()
+            if pid == 0:
+                ls.close()
+                serve_sock(c, size)
+                libc_exit(0)
+            os.waitpid(pid, 0)
+            c.close()
+        libc_exit(0)
+    elif cmd == "forkafter-client":
+        host, port, size = a[0], int(a[1]), int(a[2])
+        late = "--late-shut" in a
+        s = socket.create_connection((host, port))
+        up = pattern(b"up", size)
+        s.sendall(b"HELLO %d\n" % os.getpid() + up)
+        if not late:
+            s.shutdown(socket.SHUT_WR)
+        buf = bytearray()
+        while b"\n" not in buf:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+        if late:
+            time.sleep(0.5)
+            s.shutdown(socket.SHUT_WR)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+        s.close()
+        welcome, sha, pid, down = bytes(buf).split(b"\n", 3)
+        ok = (welcome == b"WELCOME HELLO %d" % os.getpid() and
+              sha.decode() == hashlib.sha256(up).hexdigest() and
+              hashlib.sha256(down).digest() ==
+              hashlib.sha256(pattern(b"down", size)).digest())
+        print("%s pid=%s up=%s down=%s bytes=%d" %
+              ("ok" if ok else "MISMATCH", pid.decode(), sha.decode()[:16],
+               hashlib.sha256(down).hexdigest()[:16], len(down)))
+        libc_exit(0 if ok else 1)
     elif cmd == "execlive":
         port, size = int(a[0]), int(a[1])
         ls = listener(port)

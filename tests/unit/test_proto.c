@@ -132,6 +132,17 @@ XT_TEST(msg_round_trips)
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
 	XT_ASSERT_EQ(d.type, XS_MSG_FIN);
 	XT_ASSERT_EQ(d.credits, 9);
+
+	m = (struct xs_msg){ .type = XS_MSG_MOVE, .credits = 3 };
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(n, XS_WIRE_MSG_LEN);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.type, XS_MSG_MOVE);
+	XT_ASSERT_EQ(d.credits, 3);
+	/* MOVE carries nothing */
+	buf[7] = 1;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n + 1, 4096, 1 << 20, &d),
+		     -EPROTO);
 }
 
 XT_TEST(msg_rejections)
@@ -241,7 +252,7 @@ XT_TEST(mutated_inputs_respect_bounds)
 		if (xs_wire_msg_decode(buf, len, 4096, 65536, &d) == 0) {
 			accepted++;
 			XT_ASSERT(d.type >= XS_MSG_DATA &&
-				  d.type <= XS_MSG_RESET);
+				  d.type <= XS_MSG_MOVE);
 			XT_ASSERT_EQ(d.len + XS_WIRE_MSG_LEN, len);
 			XT_ASSERT(d.credits <= XS_WIRE_MAX_CREDITS);
 			if (d.type == XS_MSG_RNDV)

@@ -1,0 +1,474 @@
+/*
+ * core/move.c - a live RDMA connection moved back to its kernel TCP
+ *               connection, for a process that is not its owner.
+ *
+ * A connection is carried over RDMA by the process that claimed it
+ * (core/neg.c); its QP lives there alone. A process that got the socket
+ * later (a child forked after the first I/O, as sshd forks its
+ * privilege-separated child after the version exchange) cannot touch
+ * that QP. When it does I/O on the socket, it asks the owner to move the
+ * connection to the kernel TCP connection that stays idle under it:
+ *   1. a process that owns RDMA connections makes a socketpair at each
+ *      fork(): the child (and its descendants) ask through their end,
+ *      with write() and read() alone, which even a seccomp sandbox such
+ *      as sshd's preauth child's allows (no socket(), no connect(), no
+ *      SCM_RIGHTS there, and RLIMIT_NOFILE 0); only a process forked from
+ *      the owner holds an end, so the channel is the proof of the right
+ *      to the connection's bytes;
+ *   2. the owner's xsock-probe thread posts MOVE after its last byte over
+ *      RDMA; the peer answers MOVE after its own last, and from its MOVE
+ *      on each side writes to the kernel socket (core/stream.c);
+ *   3. the owner READs what the peer announced, takes every byte that
+ *      came over RDMA and nobody read, and sends them back on the
+ *      channel;
+ *   4. the asker serves those bytes before the kernel socket's own
+ *      (struct xs_sock.prefix), then every call is the kernel's. The
+ *      owner's own calls are the kernel's from then on too.
+ * The peer reads what came over RDMA up to the MOVE, then the kernel
+ * socket: each direction of the byte stream is whole and in order.
+ * A connection that cannot move (owner gone, stream reset, no MOVE from
+ * the peer within XS_MOVE_TIMEOUT_MS, the channel closed by the program)
+ * fails the asker's calls with ECONNRESET, as before the move existed.
+ *
+ * Context: the asker, any thread (one move at a time per process,
+ * move_lock); the owner, its xsock-probe thread; the fork hooks with
+ * core/'s fork locks held.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core_int.h"
+#include "stream.h"
+
+/*
+ * The longest a move waits for the peer's MOVE, ms: the peer answers from
+ * its next library call on the socket (a wait, a read or a write), which
+ * an interactive peer (ssh, an event loop) makes at once; an RC round
+ * trip on rxe under TCG is about 1 ms.
+ */
+#define XS_MOVE_TIMEOUT_MS 10000
+
+#define MOVE_MAGIC 0x58534d56u /* "XSMV" */
+
+struct move_req {
+	uint32_t magic;
+	uint32_t version; /* XS_WIRE_VERSION */
+	uint64_t cookie;  /* SO_COOKIE of the socket (xs_sock.rdma_cookie) */
+};
+
+struct move_rep {
+	uint32_t magic;
+	int32_t status; /* 0, or a negative errno: nothing moved */
+	uint32_t ended; /* XS_MOVE_* of xs_stream_move_out() */
+	uint32_t zero;
+	uint64_t len; /* unread bytes that follow */
+};
+
+/* Most owners a process can ask: its forked ancestors that owned RDMA
+ * connections when they forked (the nearest first). */
+#define MOVE_ASK_MAX 8
+
+static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER; /* asker */
+/* asker: the channel to each owner, inherited at fork (move_lock) */
+static struct {
+	pid_t owner;
+	int fd;
+} move_ask_fds[MOVE_ASK_MAX];
+/* owner: its ends of the channels of its children (move_own_lock) */
+static pthread_mutex_t move_own_lock = PTHREAD_MUTEX_INITIALIZER;
+static int *move_own;
+static size_t move_nr_own, move_cap_own;
+static int move_fork_fds[2] = { -1, -1 }; /* the pair a fork() hands out */
+
+void xs_move_atfork_prepare(bool owner)
+{
+	move_fork_fds[0] = move_fork_fds[1] = -1;
+	if (!owner)
+		return;
+	/* [0] stays with us, [1] goes to the child */
+	if (xs_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+			       move_fork_fds) < 0)
+		move_fork_fds[0] = move_fork_fds[1] = -1;
+}
+
+void xs_move_atfork_parent(void)
+{
+	int *n;
+
+	if (move_fork_fds[0] < 0)
+		return;
+	xs_real.close(move_fork_fds[1]);
+	pthread_mutex_lock(&move_own_lock);
+	if (move_nr_own == move_cap_own) {
+		n = realloc(move_own,
+			    (move_cap_own ? 2 * move_cap_own : 8) * sizeof(*n));
+		if (n) {
+			move_own = n;
+			move_cap_own = move_cap_own ? 2 * move_cap_own : 8;
+		}
+	}
+	if (move_nr_own < move_cap_own)
+		move_own[move_nr_own++] = move_fork_fds[0];
+	else
+		xs_real.close(move_fork_fds[0]); /* that child cannot ask */
+	pthread_mutex_unlock(&move_own_lock);
+	move_fork_fds[0] = move_fork_fds[1] = -1;
+	xs_sock_probe_kick(); /* its poll set has one more */
+}
+
+void xs_move_atfork_child(pid_t parent)
+{
+	size_t i;
+
+	/* the parent's ends are the parent's to serve */
+	for (i = 0; i < move_nr_own; i++)
+		xs_real.close(move_own[i]);
+	move_nr_own = 0;
+	pthread_mutex_init(&move_own_lock, NULL);
+	pthread_mutex_init(&move_lock, NULL);
+	if (move_fork_fds[0] < 0)
+		return;
+	xs_real.close(move_fork_fds[0]);
+	/* the nearest owner first; the farthest goes when all are taken */
+	if (move_ask_fds[MOVE_ASK_MAX - 1].owner)
+		xs_real.close(move_ask_fds[MOVE_ASK_MAX - 1].fd);
+	memmove(&move_ask_fds[1], &move_ask_fds[0],
+		(MOVE_ASK_MAX - 1) * sizeof(move_ask_fds[0]));
+	move_ask_fds[0].owner = parent;
+	move_ask_fds[0].fd = move_fork_fds[1];
+	move_fork_fds[0] = move_fork_fds[1] = -1;
+}
+
+int xs_move_poll_fds(struct pollfd *p, int max)
+{
+	size_t i;
+	int n = 0;
+
+	pthread_mutex_lock(&move_own_lock);
+	for (i = 0; i < move_nr_own && n < max; i++)
+		p[n++] = (struct pollfd){ .fd = move_own[i], .events = POLLIN };
+	pthread_mutex_unlock(&move_own_lock);
+	return n;
+}
+
+/* Write all of @len bytes of @buf to blocking @fd. Return: 0 or -errno. */
+static int move_write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = xs_real.write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read all of @len bytes into @buf from @fd, each wait at most
+ * @timeout_ms. Return: 0 or -errno (-ETIMEDOUT, -ECONNRESET at EOF). */
+static int move_read_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint8_t *q = buf;
+	ssize_t n;
+	int rc;
+
+	while (len) {
+		rc = xs_real.poll(&p, 1, timeout_ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return rc < 0 ? -errno : -ETIMEDOUT;
+		n = xs_real.read(fd, q, len);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ECONNRESET;
+		q += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- the owner */
+
+/* Forget channel @fd: its child and the child's descendants are gone. */
+static void move_own_drop(int fd)
+{
+	size_t i;
+
+	pthread_mutex_lock(&move_own_lock);
+	for (i = 0; i < move_nr_own; i++) {
+		if (move_own[i] == fd) {
+			move_own[i] = move_own[--move_nr_own];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&move_own_lock);
+	xs_real.close(fd);
+}
+
+void xs_move_serve(int cfd)
+{
+	struct move_rep rep = { .magic = MOVE_MAGIC };
+	struct move_req req;
+	struct xs_sock *s;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = move_read_all(cfd, &req, sizeof(req), 2000);
+	if (rc || req.magic != MOVE_MAGIC || req.version != XS_WIRE_VERSION) {
+		move_own_drop(cfd); /* EOF, or not ours to answer */
+		return;
+	}
+	s = req.cookie ? xs_sock_live_find(req.cookie) : NULL;
+	if (!s) {
+		rc = -ENOENT;
+	} else if (atomic_load(&s->moved)) {
+		rc = 0; /* asked before: the kernel's now, nothing unread */
+	} else {
+		rc = xs_stream_move_out(s->stream, XS_MOVE_TIMEOUT_MS, &bytes,
+					&len, &rep.ended);
+		/* this process's own calls: the kernel's too */
+		if (rc == 0)
+			atomic_store(&s->moved, true);
+		xs_info("move",
+			"connection moved to kernel TCP for another "
+			"process: %s, %zu unread bytes handed over",
+			rc ? strerror(-rc) : "done", len);
+	}
+	xs_sock_put(s);
+	rep.status = rc;
+	rep.len = len;
+	if (move_write_all(cfd, &rep, sizeof(rep)) == 0 && len)
+		(void)move_write_all(cfd, bytes, len);
+	free(bytes);
+}
+
+/* ---------------------------------------------------------- the asker */
+
+/* Ask @owner for the move of the socket with cookie @cookie. Return: 0
+ * with the unread bytes in *@bytes (malloc'ed, or NULL) and *@len, or
+ * -errno. Called with move_lock held. */
+static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
+		    unsigned int *ended)
+{
+	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, cookie };
+	struct move_rep rep;
+	uint8_t *buf = NULL;
+	int i, u = -1, rc;
+
+	for (i = 0; i < MOVE_ASK_MAX && u < 0; i++)
+		if (move_ask_fds[i].owner == owner)
+			u = move_ask_fds[i].fd;
+	if (u < 0)
+		return -ESRCH; /* not forked from the owner since it owned */
+	rc = move_write_all(u, &req, sizeof(req));
+	if (rc)
+		return rc;
+	rc = move_read_all(u, &rep, sizeof(rep), XS_MOVE_TIMEOUT_MS + 5000);
+	if (rc)
+		return rc;
+	if (rep.magic != MOVE_MAGIC)
+		return -EPROTO;
+	if (rep.status)
+		return rep.status;
+	if (rep.len) {
+		buf = rep.len <= SIZE_MAX ? malloc((size_t)rep.len) : NULL;
+		if (!buf)
+			return -ENOMEM; /* the channel is out of step now */
+		rc = move_read_all(u, buf, (size_t)rep.len, 5000);
+		if (rc) {
+			free(buf);
+			return rc;
+		}
+	}
+	*bytes = buf;
+	*len = (size_t)rep.len;
+	*ended = rep.ended;
+	return 0;
+}
+
+int xs_sock_move(struct xs_sock *s, int fd)
+{
+	unsigned int ended = 0;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	bool eof;
+	int rc = 0;
+
+	pthread_mutex_lock(&move_lock);
+	if (!atomic_load(&s->moved)) {
+		rc = move_ask(s->rdma_pid, s->rdma_cookie, &bytes, &len,
+			      &ended);
+		eof = ended & XS_MOVE_EOF;
+		/* the owner's FIN went over RDMA: the kernel socket's sends
+		 * end too, for every process that holds it */
+		if (rc == 0 && (ended & XS_MOVE_SHUT_WR))
+			(void)xs_real.shutdown(fd, SHUT_WR);
+		xs_info("move",
+			"fd %d: connection of pid %d moved to kernel "
+			"TCP: %s, %zu unread bytes taken over",
+			fd, (int)s->rdma_pid, rc ? strerror(-rc) : "done", len);
+		if (rc == 0) {
+			pthread_mutex_lock(&s->lock);
+			s->prefix = bytes;
+			s->prefix_len = len;
+			s->prefix_off = 0;
+			s->prefix_eof = eof;
+			atomic_store(&s->prefix_left, len > 0 || eof);
+			atomic_store(&s->moved, true);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	pthread_mutex_unlock(&move_lock);
+	return rc;
+}
+
+bool xs_sock_passes(struct xs_sock *s, bool send)
+{
+	if (atomic_load_explicit(&s->moved, memory_order_acquire))
+		return send || !atomic_load_explicit(&s->prefix_left,
+						     memory_order_relaxed);
+	/* our MOVE went: sends are the kernel's before the peer's came */
+	return send && xs_sock_mine(s) &&
+	       atomic_load_explicit(&s->stream->moved_tx, memory_order_relaxed);
+}
+
+bool xs_sock_plain(const struct xs_sock *s)
+{
+	return atomic_load_explicit(&s->moved, memory_order_acquire) &&
+	       !atomic_load_explicit(&s->prefix_left, memory_order_relaxed);
+}
+
+void xs_sock_move_free(struct xs_sock *s)
+{
+	free(s->prefix);
+	s->prefix = NULL;
+	s->prefix_len = s->prefix_off = 0;
+	s->prefix_eof = false;
+	atomic_store(&s->prefix_left, false);
+	atomic_store(&s->moved, false);
+}
+
+/* ------------------------------------------------- calls after a move */
+
+/* @iov past its first @skip bytes, in @tmp (iovcnt entries). */
+static int move_iov_skip(const struct iovec *iov, int iovcnt, size_t skip,
+			 struct iovec *tmp)
+{
+	int i, n = 0;
+
+	for (i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		tmp[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		tmp[n].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+static size_t move_iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+ssize_t xs_move_kernel_io(int fd, const struct iovec *iov, int iovcnt,
+			  size_t skip, int flags, bool send)
+{
+	struct iovec *tmp = NULL;
+	struct msghdr msg = { 0 };
+	ssize_t n;
+
+	if (skip) {
+		tmp = malloc((size_t)(iovcnt ? iovcnt : 1) * sizeof(*tmp));
+		if (!tmp)
+			return -ENOMEM;
+		iovcnt = move_iov_skip(iov, iovcnt, skip, tmp);
+		iov = tmp;
+	}
+	msg.msg_iov = (struct iovec *)iov;
+	msg.msg_iovlen = (size_t)iovcnt;
+	n = send ? xs_real.sendmsg(fd, &msg, flags)
+		 : xs_real.recvmsg(fd, &msg, flags);
+	if (n < 0)
+		n = -errno;
+	free(tmp);
+	return n;
+}
+
+ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
+		     int iovcnt, int flags)
+{
+	size_t total = move_iov_total(iov, iovcnt), n = 0, k;
+	const uint8_t *src;
+	ssize_t more;
+	bool eof;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->prefix_off < s->prefix_len && total) {
+		src = s->prefix + s->prefix_off;
+		n = s->prefix_len - s->prefix_off;
+		if (n > total)
+			n = total;
+		for (i = 0, k = 0; i < iovcnt && k < n; i++) {
+			size_t c =
+				iov[i].iov_len < n - k ? iov[i].iov_len : n - k;
+
+			if (!(flags & MSG_TRUNC))
+				memcpy(iov[i].iov_base, src + k, c);
+			k += c;
+		}
+		if (!(flags & MSG_PEEK)) {
+			s->prefix_off += n;
+			if (s->prefix_off == s->prefix_len) {
+				free(s->prefix);
+				s->prefix = NULL;
+				s->prefix_len = s->prefix_off = 0;
+				atomic_store(&s->prefix_left, s->prefix_eof);
+			}
+		}
+	}
+	eof = s->prefix_eof;
+	pthread_mutex_unlock(&s->lock);
+	if (!n && eof)
+		return 0; /* the peer's FIN came over RDMA, before the move */
+	if (!n)
+		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, false);
+	if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || n == total || eof)
+		return (ssize_t)n;
+	/* MSG_WAITALL: the rest from the kernel; what it fails after the
+	 * prefix is reported by the next call, as tcp_recvmsg() does */
+	more = xs_move_kernel_io(fd, iov, iovcnt, n, flags, false);
+	return more > 0 ? (ssize_t)n + more : (ssize_t)n;
+}
+
+void xs_sock_take_over(struct xs_sock *s, int fd)
+{
+	if (xs_sock_kind(s) == XS_KIND_RDMA && !atomic_load(&s->moved) &&
+	    !xs_sock_mine(s))
+		(void)xs_sock_move(s, fd);
+}
