@@ -94,8 +94,13 @@ void xs_move_atfork_prepare(bool owner)
 		return;
 	/* [0] stays with us, [1] goes to the child */
 	if (xs_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
-			       move_fork_fds) < 0)
+			       move_fork_fds) < 0) {
 		move_fork_fds[0] = move_fork_fds[1] = -1;
+		return;
+	}
+	/* out of the application's way (xs_fd_high()) */
+	move_fork_fds[0] = xs_fd_high(move_fork_fds[0]);
+	move_fork_fds[1] = xs_fd_high(move_fork_fds[1]);
 }
 
 void xs_move_atfork_parent(void)

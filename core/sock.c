@@ -602,7 +602,8 @@ static void sock_probe_start_locked(void)
 	if (sock_probe_running)
 		return;
 	if (sock_probe_evfd < 0)
-		sock_probe_evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		sock_probe_evfd =
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	rc = xs_thread_start(sock_probe_main, NULL, 0, "xsock-probe");
 	if (rc == 0)
 		sock_probe_running = true;

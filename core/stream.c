@@ -187,6 +187,11 @@ static void stream_fail(struct xs_stream *s, int err, const char *why)
 	s->error_pending = true;
 	s->pub->flags |= XS_SHM_F_RESET;
 	xs_info("stream", "connection reset: %s", why);
+	/* Moving to the kernel TCP connection, a direction's calls may not
+	 * look at the stream again: the peer learns of the reset from its
+	 * QP now, not when the socket closes. The TCP connection goes on. */
+	if (s->move_sent || s->peer_moved)
+		rdma_disconnect(s->c->id);
 }
 
 static void stream_reset(struct xs_stream *s, const char *why)

@@ -124,7 +124,8 @@ still_serving()
 	local rc=0
 	attacks bad-type bad-flags bad-len data-long data-empty rndv-zero \
 		rndv-huge rndv-wrap done-bogus credits-wrap credits-plus1 \
-		data-after-fin credit-overrun rndv-badkey rndv-badaddr || rc=$?
+		data-after-fin data-after-move move-twice credit-overrun \
+		rndv-badkey rndv-badaddr || rc=$?
 	honest_finish
 	still_serving "srv$BATS_TEST_NUMBER"
 	((rc == 0))

@@ -23,6 +23,8 @@
  *   credits-wrap   CREDIT returning 4096 credits (none were taken)
  *   credits-plus1  CREDIT returning 1 credit (none were taken)
  *   data-after-fin FIN, then DATA
+ *   data-after-move MOVE (the rest on kernel TCP), then DATA
+ *   move-twice     MOVE, then MOVE again
  *   credit-overrun DATA past the server's credits: the rogue returns no
  *                  credit for the echo, so the server's writer blocks and
  *                  stops reading; the rogue goes on sending
@@ -626,11 +628,19 @@ static int attack_message(struct rogue *r)
 	} else if (!strcmp(attack, "credits-plus1")) {
 		m.credits = 1;
 		xs_wire_msg_encode(&m, p);
-	} else if (!strcmp(attack, "data-after-fin")) {
-		m = (struct xs_msg){ .type = XS_MSG_FIN };
+	} else if (!strcmp(attack, "data-after-fin") ||
+		   !strcmp(attack, "data-after-move") ||
+		   !strcmp(attack, "move-twice")) {
+		m = (struct xs_msg){ .type = !strcmp(attack, "data-after-fin")
+						     ? XS_MSG_FIN
+						     : XS_MSG_MOVE };
 		xs_wire_msg_encode(&m, p);
 		post_slot(r, slot, len);
-		m = (struct xs_msg){ .type = XS_MSG_DATA, .len = 16 };
+		m = (struct xs_msg){
+			.type = !strcmp(attack, "move-twice") ? XS_MSG_MOVE
+							      : XS_MSG_DATA,
+			.len = !strcmp(attack, "move-twice") ? 0 : 16
+		};
 		t0 = now_ms();
 		send_msg(r, &m);
 		return verdict(r, t0, NULL);

@@ -170,7 +170,7 @@ XT_TEST(msg_rejections)
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), 0);
 	buf[0] = 0;
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
-	buf[0] = 7;
+	buf[0] = 8; /* past XS_MSG_MOVE */
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
 	buf[0] = XS_MSG_CREDIT;
 	buf[1] = 1;
