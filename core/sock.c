@@ -426,6 +426,8 @@ static void sock_reaper_start(void)
 /*
  * Close @st as close(2) does (inet_release, tcp_close): FIN after the
  * data, never waiting; the bytes are delivered from the lingering list.
+ * Data received and never read resets the connection instead (RESET, cf.
+ * the RST of tcp_close()).
  * SO_LINGER (@linger_ms, struct xs_sock.linger_ms) changes it: {1, 0}
  * resets the connection (RESET, cf. RST) and only lingers until that has
  * left; {1, N} waits up to N s for delivery first (a signal ends the
@@ -435,7 +437,9 @@ static void sock_close_stream(struct xs_stream *st, int linger_ms)
 {
 	struct sock_linger *l;
 
-	if (linger_ms == 0) {
+	/* tcp_close(): data the application never read resets the
+	 * connection, as SO_LINGER {1, 0} does */
+	if (linger_ms == 0 || xs_stream_unread(st)) {
 		xs_stream_abort(st);
 	} else {
 		xs_stream_shutdown(st, SHUT_WR);
@@ -506,7 +510,8 @@ void xs_core_exit(void)
 	pthread_mutex_lock(&sock_linger_lock);
 	sock_probe_stopped = true;
 	for (s = sock_live; s; s = s->live_next)
-		if (atomic_load(&s->linger_ms) == 0)
+		if (atomic_load(&s->linger_ms) == 0 ||
+		    xs_stream_unread(s->stream))
 			xs_stream_abort(s->stream); /* tcp_close() does too */
 		else
 			xs_stream_shutdown(s->stream, SHUT_WR);

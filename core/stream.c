@@ -1465,6 +1465,17 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	return ev;
 }
 
+bool xs_stream_unread(struct xs_stream *s)
+{
+	bool unread;
+
+	pthread_mutex_lock(&s->lock);
+	stream_poll_cq(s); /* what arrived is unread too */
+	unread = s->rxq_len != 0;
+	pthread_mutex_unlock(&s->lock);
+	return unread;
+}
+
 unsigned int xs_stream_moved(struct xs_stream *s)
 {
 	unsigned int how = 0;

@@ -344,6 +344,14 @@ unsigned long xs_stream_news(void);
 /* xs_stream_news_bump() - move that counter (a listener's accept too) */
 void xs_stream_news_bump(void);
 
+/**
+ * xs_stream_unread() - whether the peer's data waits unread (DATA or a
+ *                      region announced): close(2) then resets, as
+ *                      tcp_close() sends RST for data_was_unread
+ * @s: stream; reaps completions first
+ */
+bool xs_stream_unread(struct xs_stream *s);
+
 /* xs_stream_moved() bits */
 #define XS_MOVED_TX 0x1 /* our MOVE is posted: sends go to the kernel */
 #define XS_MOVED_RX 0x2 /* the peer's MOVE came and its RDMA bytes are read */

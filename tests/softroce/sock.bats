@@ -74,6 +74,23 @@ plain_server()
 	[[ $(stat acs accepts) == 0 && $(stat acc connects) == 0 ]] # nothing moved
 }
 
+@test "sock: a server that closes with the client's data unread resets the connection, as over kernel TCP" {
+	local ac=tests/tools/acceptclose.py kernel
+	remote_bg "acg$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acg.stats" \
+		python3 "$ac" greet "$XS_ADDR_A" "$port" 2
+	server_ready "acg$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 30 python3 "$ac" client-send "$XS_ADDR_A" "$port"
+	kernel=$output
+	echo "kernel: $kernel $stderr"
+	[[ "$kernel" == "recv=ECONNRESET send=EPIPE" ]]
+	run --separate-stderr timeout 30 env $(xsenv acgc) python3 "$ac" client-send "$XS_ADDR_A" "$port"
+	echo "xsock: $output $stderr"
+	[[ "$output" == "$kernel" ]]
+	"$XS_REMOTE" --wait "acg$BATS_TEST_NUMBER" --timeout 30
+	cat "$XS_RUN_DIR/acg.stats" "$XS_RUN_DIR/acgc.stats"
+	[[ $(stat acgc rdma) == 1 ]]
+}
+
 # sockprobe's cases (tests/tools/sockprobe.c, which tests/bats/probes.bats
 # runs over loopback) with both ends of each pair on an RDMA device's
 # address: flags, timeouts, shutdown, EOF, SA_RESTART and EINTR, ioctl,

@@ -5,12 +5,22 @@ health check's target, a server at its limit), and its client.
   acceptclose.py serve HOST PORT N   accept N connections, close each unread
   acceptclose.py client HOST PORT    connect, wait for the close, then print
                                      what recv and send answer
+  acceptclose.py greet HOST PORT N   accept N connections, send a greeting
+                                     (the connection is in use), wait until
+                                     the client's data is there, close it
+                                     unread
+  acceptclose.py client-send HOST PORT
+                                     read the greeting, send 1000 bytes,
+                                     wait for the close, then print what
+                                     recv and send answer
 
 The client prints one line: "recv=R send=S", R and S a count or an errno
 name; over kernel TCP, "recv=0 send=1" (a FIN, then the first send is
-taken and answered with an RST).
+taken and answered with an RST), and for client-send "recv=ECONNRESET
+send=EPIPE" (tcp_close() sends RST for data it never read).
 """
 import errno
+import select
 import socket
 import sys
 import time
@@ -35,7 +45,27 @@ def main():
             c, _ = ls.accept()
             c.close()
         return 0
+    if cmd == "greet":
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((host, port))
+        ls.listen(16)
+        print("listening", flush=True)
+        for _ in range(int(sys.argv[4])):
+            c, _ = ls.accept()
+            c.sendall(b"hi\n")
+            select.select([c], [], [], 10)
+            time.sleep(0.2)  # all 1000 bytes in
+            c.close()
+        return 0
     s = socket.create_connection((host, port))
+    if cmd == "client-send":
+        s.settimeout(10)
+        got = b""
+        while len(got) < 3:
+            got += s.recv(3 - len(got))
+        s.sendall(b"x" * 1000)
+        time.sleep(1)
     s.settimeout(10)
     r = res(lambda: len(s.recv(16)))
     w = res(lambda: s.send(b"x"))
