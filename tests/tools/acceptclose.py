@@ -33,24 +33,25 @@ def res(fn):
         return errno.errorcode.get(e.errno, str(e.errno))
 
 
+def listener(host, port):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port))
+    ls.listen(16)
+    print("listening", flush=True)
+    return ls
+
+
 def main():
     cmd, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if cmd == "serve":
-        ls = socket.socket()
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ls.bind((host, port))
-        ls.listen(16)
-        print("listening", flush=True)
+        ls = listener(host, port)
         for _ in range(int(sys.argv[4])):
             c, _ = ls.accept()
             c.close()
         return 0
     if cmd == "greet":
-        ls = socket.socket()
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ls.bind((host, port))
-        ls.listen(16)
-        print("listening", flush=True)
+        ls = listener(host, port)
         for _ in range(int(sys.argv[4])):
             c, _ = ls.accept()
             c.sendall(b"hi\n")

@@ -87,6 +87,26 @@ def serve_stream(read, write, size):
     return got
 
 
+def read_line(sock):
+    """One line, a byte at a time (nothing after it is consumed)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        b = sock.recv(1)
+        if not b:
+            break
+        line += b
+    return line
+
+
+def read_to_eof(sock, buf):
+    """BUF and everything SOCK reads until EOF."""
+    while True:
+        b = sock.recv(65536)
+        if not b:
+            return buf
+        buf += b
+
+
 def serve_sock(sock, size):
     got = serve_stream(sock.recv, sock.sendall, size)
     sock.close()
@@ -106,12 +126,7 @@ def client(host, port, size, fork=False):
     up = pattern(b"up", size)
     s.sendall(up)
     s.shutdown(socket.SHUT_WR)
-    buf = bytearray()
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        buf += b
+    buf = read_to_eof(s, bytearray())
     s.close()
     sha, pid, down = bytes(buf).split(b"\n", 2)
     ok = (sha.decode() == hashlib.sha256(up).hexdigest() and
@@ -271,13 +286,7 @@ def main():
         ls = listener(port)
         for _ in range(n):
             c, _ = ls.accept()
-            line = b""
-            while not line.endswith(b"\n"):
-                b = c.recv(1)
-                if not b:
-                    break
-                line += b
-            c.sendall(b"WELCOME " + line)
+            c.sendall(b"WELCOME " + read_line(c))
             pid = os.fork()
             if pid == 0:
                 ls.close()
@@ -303,11 +312,7 @@ def main():
         if late:
             time.sleep(0.5)
             s.shutdown(socket.SHUT_WR)
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            buf += b
+        buf = read_to_eof(s, buf)
         s.close()
         welcome, sha, pid, down = bytes(buf).split(b"\n", 3)
         ok = (welcome == b"WELCOME HELLO %d" % os.getpid() and
@@ -350,12 +355,7 @@ def main():
         s = socket.create_connection((host, port), timeout=60)
         first = pattern(b"first", size)
         s.sendall(first)
-        line = b""
-        while not line.endswith(b"\n"):
-            b = s.recv(1)
-            if not b:
-                break
-            line += b
+        line = read_line(s)
         print("before exec: %s" % ("sha ok" if line.strip().decode() ==
                                     hashlib.sha256(first).hexdigest()
                                     else "MISMATCH"))
