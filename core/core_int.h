@@ -201,23 +201,27 @@ uint64_t xs_handoff_cookie(int fd);
 
 /**
  * xs_move_atfork_prepare() - before fork(): a channel for the child to ask
- *                            for the move of our connections, when
- *                            @owner (this process has RDMA connections)
+ *                            for the move of the @nr connections whose
+ *                            SO_COOKIEs are @cookies (malloc'ed: ours from
+ *                            now on), this process's live ones; none when
+ *                            @nr is 0
  * xs_move_atfork_parent() - after it, in the parent: serve our end
  * xs_move_atfork_child() - after it, in the child: keep the end to ask
  *                          @parent through, drop the parent's ends
  * Context: core/'s fork hooks (locks held; no allocation in the child).
  */
-void xs_move_atfork_prepare(bool owner);
+void xs_move_atfork_prepare(uint64_t *cookies, size_t nr);
 void xs_move_atfork_parent(void);
 void xs_move_atfork_child(pid_t parent);
 
 /**
  * xs_move_poll_fds() - our ends of our children's channels, for a poll
- * @p:   room for @max entries (POLLIN asked)
- * Return: entries written.
+ * @p:     the poll array (*@cap entries, grown with realloc as needed)
+ * @cap:   its room
+ * @first: where ours start in it
+ * Return: entries written from @first (POLLIN asked).
  */
-int xs_move_poll_fds(struct pollfd *p, int max);
+size_t xs_move_poll_fds(struct pollfd **p, size_t *cap, size_t first);
 
 /**
  * xs_move_serve() - answer the request waiting on channel @fd: move the

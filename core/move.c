@@ -61,19 +61,31 @@ struct move_req {
 	uint32_t magic;
 	uint32_t version; /* XS_WIRE_VERSION */
 	uint64_t cookie;  /* SO_COOKIE of the socket (xs_sock.rdma_cookie) */
+	uint32_t seq;	  /* echoed by the reply */
+	uint32_t zero;
 };
 
 struct move_rep {
 	uint32_t magic;
 	int32_t status; /* 0, or a negative errno: nothing moved */
+	uint64_t cookie;
+	uint32_t seq;
 	uint32_t ended; /* XS_MOVE_* of xs_stream_move_out() */
-	uint32_t zero;
-	uint64_t len; /* unread bytes that follow */
+	uint64_t len;	/* unread bytes that follow */
 };
 
 /* Most owners a process can ask: its forked ancestors that owned RDMA
  * connections when they forked (the nearest first). */
 #define MOVE_ASK_MAX 8
+
+/* One child's channel, at its owner: the connections live when it was
+ * forked, the only ones it may take over (another connection's bytes are
+ * not its to read: sshd's preauth child is the untrusted one). */
+struct move_chan {
+	int fd;
+	uint64_t *cookies; /* malloc'ed */
+	size_t nr;
+};
 
 static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER; /* asker */
 /* asker: the channel to each owner, inherited at fork (move_lock) */
@@ -81,18 +93,23 @@ static struct {
 	pid_t owner;
 	int fd;
 } move_ask_fds[MOVE_ASK_MAX];
+static uint32_t move_seq; /* asker: the last request's (move_lock) */
 /* owner: its ends of the channels of its children (move_own_lock) */
 static pthread_mutex_t move_own_lock = PTHREAD_MUTEX_INITIALIZER;
-static int *move_own;
+static struct move_chan *move_own;
 static size_t move_nr_own, move_cap_own;
-static int move_fork_fds[2] = { -1, -1 }; /* the pair a fork() hands out */
+/* the channel a fork() hands out: [0] stays, [1] goes to the child */
+static int move_fork_fds[2] = { -1, -1 };
+static uint64_t *move_fork_cookies;
+static size_t move_fork_nr;
 
-void xs_move_atfork_prepare(bool owner)
+void xs_move_atfork_prepare(uint64_t *cookies, size_t nr)
 {
 	move_fork_fds[0] = move_fork_fds[1] = -1;
-	if (!owner)
+	move_fork_cookies = cookies;
+	move_fork_nr = nr;
+	if (!nr)
 		return;
-	/* [0] stays with us, [1] goes to the child */
 	if (xs_real.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 			       move_fork_fds) < 0) {
 		move_fork_fds[0] = move_fork_fds[1] = -1;
@@ -105,10 +122,13 @@ void xs_move_atfork_prepare(bool owner)
 
 void xs_move_atfork_parent(void)
 {
-	int *n;
+	struct move_chan *n;
 
-	if (move_fork_fds[0] < 0)
+	if (move_fork_fds[0] < 0) {
+		free(move_fork_cookies);
+		move_fork_cookies = NULL;
 		return;
+	}
 	xs_real.close(move_fork_fds[1]);
 	pthread_mutex_lock(&move_own_lock);
 	if (move_nr_own == move_cap_own) {
@@ -119,12 +139,17 @@ void xs_move_atfork_parent(void)
 			move_cap_own = move_cap_own ? 2 * move_cap_own : 8;
 		}
 	}
-	if (move_nr_own < move_cap_own)
-		move_own[move_nr_own++] = move_fork_fds[0];
-	else
-		xs_real.close(move_fork_fds[0]); /* that child cannot ask */
+	if (move_nr_own < move_cap_own) {
+		move_own[move_nr_own++] =
+			(struct move_chan){ move_fork_fds[0], move_fork_cookies,
+					    move_fork_nr };
+	} else { /* that child cannot ask */
+		xs_real.close(move_fork_fds[0]);
+		free(move_fork_cookies);
+	}
 	pthread_mutex_unlock(&move_own_lock);
 	move_fork_fds[0] = move_fork_fds[1] = -1;
+	move_fork_cookies = NULL;
 	xs_sock_probe_kick(); /* its poll set has one more */
 }
 
@@ -133,9 +158,13 @@ void xs_move_atfork_child(pid_t parent)
 	size_t i;
 
 	/* the parent's ends are the parent's to serve */
-	for (i = 0; i < move_nr_own; i++)
-		xs_real.close(move_own[i]);
+	for (i = 0; i < move_nr_own; i++) {
+		xs_real.close(move_own[i].fd);
+		free(move_own[i].cookies);
+	}
 	move_nr_own = 0;
+	free(move_fork_cookies);
+	move_fork_cookies = NULL;
 	pthread_mutex_init(&move_own_lock, NULL);
 	pthread_mutex_init(&move_lock, NULL);
 	if (move_fork_fds[0] < 0)
@@ -151,42 +180,62 @@ void xs_move_atfork_child(pid_t parent)
 	move_fork_fds[0] = move_fork_fds[1] = -1;
 }
 
-int xs_move_poll_fds(struct pollfd *p, int max)
+size_t xs_move_poll_fds(struct pollfd **p, size_t *cap, size_t first)
 {
-	size_t i;
-	int n = 0;
+	struct pollfd *np;
+	size_t i, n = first;
 
 	pthread_mutex_lock(&move_own_lock);
-	for (i = 0; i < move_nr_own && n < max; i++)
-		p[n++] = (struct pollfd){ .fd = move_own[i], .events = POLLIN };
+	if (first + move_nr_own > *cap || !*cap) {
+		np = realloc(*p, (first + move_nr_own + 1) * sizeof(*np));
+		if (np) {
+			*p = np;
+			*cap = first + move_nr_own + 1;
+		}
+	}
+	for (i = 0; i < move_nr_own && n < *cap; i++)
+		(*p)[n++] = (struct pollfd){ .fd = move_own[i].fd,
+					     .events = POLLIN };
 	pthread_mutex_unlock(&move_own_lock);
-	return n;
+	return n - first;
 }
 
-/* Write all of @len bytes of @buf to blocking @fd. Return: 0 or -errno. */
-static int move_write_all(int fd, const void *buf, size_t len)
+/*
+ * Write all of @len bytes of @buf to blocking @fd. @ours: the owner's
+ * end, written with MSG_NOSIGNAL (a child gone must not kill us with
+ * SIGPIPE); the asker writes with write(2), which a sandbox allows where
+ * send(2) is not, after a poll that finds the owner's end still there.
+ * Return: 0 or -errno.
+ */
+static int move_write_all(int fd, const void *buf, size_t len, bool ours)
 {
-	const uint8_t *p = buf;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	const uint8_t *q = buf;
 	ssize_t n;
 
+	if (!ours && xs_real.poll(&p, 1, 0) > 0 &&
+	    (p.revents & (POLLHUP | POLLERR)))
+		return -ECONNRESET; /* the owner is gone */
 	while (len) {
-		n = xs_real.write(fd, p, len);
+		n = ours ? xs_real.send(fd, q, len, MSG_NOSIGNAL)
+			 : xs_real.write(fd, q, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -EPIPE;
-		p += n;
+		q += n;
 		len -= (size_t)n;
 	}
 	return 0;
 }
 
-/* Read all of @len bytes into @buf from @fd, each wait at most
- * @timeout_ms. Return: 0 or -errno (-ETIMEDOUT, -ECONNRESET at EOF). */
+/* Read all of @len bytes into @buf (NULL: read and drop them) from @fd,
+ * each wait at most @timeout_ms. Return: 0 or -errno (-ETIMEDOUT,
+ * -ECONNRESET at EOF). */
 static int move_read_all(int fd, void *buf, size_t len, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	uint8_t *q = buf;
+	uint8_t *q = buf, drop[4096] = { 0 };
 	ssize_t n;
 	int rc;
 
@@ -196,12 +245,14 @@ static int move_read_all(int fd, void *buf, size_t len, int timeout_ms)
 			continue;
 		if (rc <= 0)
 			return rc < 0 ? -errno : -ETIMEDOUT;
-		n = xs_real.read(fd, q, len);
+		n = xs_real.read(fd, q ? q : drop,
+				 q || len < sizeof(drop) ? len : sizeof(drop));
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -ECONNRESET;
-		q += n;
+		if (q)
+			q += n;
 		len -= (size_t)n;
 	}
 	return 0;
@@ -216,7 +267,8 @@ static void move_own_drop(int fd)
 
 	pthread_mutex_lock(&move_own_lock);
 	for (i = 0; i < move_nr_own; i++) {
-		if (move_own[i] == fd) {
+		if (move_own[i].fd == fd) {
+			free(move_own[i].cookies);
 			move_own[i] = move_own[--move_nr_own];
 			break;
 		}
@@ -225,11 +277,27 @@ static void move_own_drop(int fd)
 	xs_real.close(fd);
 }
 
+/* Whether the child of channel @fd may take over connection @cookie: it
+ * was live when that child was forked. */
+static bool move_allowed(int fd, uint64_t cookie)
+{
+	bool ok = false;
+	size_t i, k;
+
+	pthread_mutex_lock(&move_own_lock);
+	for (i = 0; i < move_nr_own && !ok; i++)
+		if (move_own[i].fd == fd)
+			for (k = 0; k < move_own[i].nr && !ok; k++)
+				ok = move_own[i].cookies[k] == cookie;
+	pthread_mutex_unlock(&move_own_lock);
+	return ok;
+}
+
 void xs_move_serve(int cfd)
 {
 	struct move_rep rep = { .magic = MOVE_MAGIC };
 	struct move_req req;
-	struct xs_sock *s;
+	struct xs_sock *s = NULL;
 	uint8_t *bytes = NULL;
 	size_t len = 0;
 	int rc;
@@ -239,31 +307,58 @@ void xs_move_serve(int cfd)
 		move_own_drop(cfd); /* EOF, or not ours to answer */
 		return;
 	}
-	s = req.cookie ? xs_sock_live_find(req.cookie) : NULL;
-	if (!s) {
+	rep.cookie = req.cookie;
+	rep.seq = req.seq;
+	if (!req.cookie || !move_allowed(cfd, req.cookie))
+		rc = -EPERM; /* not one the child got from us */
+	else if (!(s = xs_sock_live_find(req.cookie)))
 		rc = -ENOENT;
-	} else if (atomic_load(&s->moved)) {
-		rc = 0; /* asked before: the kernel's now, nothing unread */
-	} else {
+	else if (atomic_load(&s->moved))
+		/* asked before: the kernel's now, nothing unread but an
+		 * EOF that came over RDMA */
+		rep.ended = s->prefix_eof ? XS_MOVE_EOF : 0;
+	else
 		rc = xs_stream_move_out(s->stream, XS_MOVE_TIMEOUT_MS, &bytes,
 					&len, &rep.ended);
-		/* this process's own calls: the kernel's too */
-		if (rc == 0)
-			atomic_store(&s->moved, true);
+	if (s && rc == 0 && !atomic_load(&s->moved)) {
+		/* this process's own calls: the kernel's too; its reads
+		 * end where the peer's FIN over RDMA ended them */
+		pthread_mutex_lock(&s->lock);
+		if (rep.ended & XS_MOVE_EOF) {
+			s->prefix_eof = true;
+			atomic_store(&s->prefix_left, true);
+		}
+		atomic_store(&s->moved, true);
+		pthread_mutex_unlock(&s->lock);
+		/* a thread of ours asleep on the stream's channels, whose
+		 * news this thread took, looks at its kernel fd now */
+		xs_wake_all();
+	}
+	if (s && rc != -ENOENT)
 		xs_info("move",
 			"connection moved to kernel TCP for another "
 			"process: %s, %zu unread bytes handed over",
 			rc ? strerror(-rc) : "done", len);
-	}
 	xs_sock_put(s);
 	rep.status = rc;
 	rep.len = len;
-	if (move_write_all(cfd, &rep, sizeof(rep)) == 0 && len)
-		(void)move_write_all(cfd, bytes, len);
+	if (move_write_all(cfd, &rep, sizeof(rep), true) == 0 && len)
+		(void)move_write_all(cfd, bytes, len, true);
 	free(bytes);
 }
 
 /* ---------------------------------------------------------- the asker */
+
+/* Forget the channel @fd to an owner: it is out of step or gone. */
+static void move_ask_drop(int fd)
+{
+	int i;
+
+	for (i = 0; i < MOVE_ASK_MAX; i++)
+		if (move_ask_fds[i].owner && move_ask_fds[i].fd == fd)
+			move_ask_fds[i].owner = 0;
+	xs_real.close(fd);
+}
 
 /* Ask @owner for the move of the socket with cookie @cookie. Return: 0
  * with the unread bytes in *@bytes (malloc'ed, or NULL) and *@len, or
@@ -271,35 +366,46 @@ void xs_move_serve(int cfd)
 static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
 		    unsigned int *ended)
 {
-	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, cookie };
+	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, cookie, ++move_seq,
+				0 };
+	uint64_t deadline = xs_now_us() + (XS_MOVE_TIMEOUT_MS + 5000) * 1000u;
 	struct move_rep rep;
 	uint8_t *buf = NULL;
-	int i, u = -1, rc;
+	int i, u = -1, rc, left_ms;
+	uint64_t now;
 
 	for (i = 0; i < MOVE_ASK_MAX && u < 0; i++)
 		if (move_ask_fds[i].owner == owner)
 			u = move_ask_fds[i].fd;
 	if (u < 0)
 		return -ESRCH; /* not forked from the owner since it owned */
-	rc = move_write_all(u, &req, sizeof(req));
-	if (rc)
-		return rc;
-	rc = move_read_all(u, &rep, sizeof(rep), XS_MOVE_TIMEOUT_MS + 5000);
-	if (rc)
-		return rc;
-	if (rep.magic != MOVE_MAGIC)
-		return -EPROTO;
-	if (rep.status)
+	rc = move_write_all(u, &req, sizeof(req), false);
+	/* replies to earlier requests that timed out here come first:
+	 * each names its request */
+	while (rc == 0) {
+		now = xs_now_us();
+		left_ms = now < deadline ? (int)((deadline - now) / 1000u) : 0;
+		rc = move_read_all(u, &rep, sizeof(rep), left_ms);
+		if (rc == 0 && rep.magic != MOVE_MAGIC)
+			rc = -EPROTO;
+		if (rc || (rep.seq == req.seq && rep.cookie == cookie))
+			break;
+		rc = move_read_all(u, NULL, (size_t)rep.len, 5000);
+		if (rc == 0 && xs_now_us() >= deadline)
+			rc = -ETIMEDOUT;
+	}
+	if (rc == 0 && rep.status)
 		return rep.status;
-	if (rep.len) {
+	if (rc == 0 && rep.len) {
 		buf = rep.len <= SIZE_MAX ? malloc((size_t)rep.len) : NULL;
-		if (!buf)
-			return -ENOMEM; /* the channel is out of step now */
-		rc = move_read_all(u, buf, (size_t)rep.len, 5000);
-		if (rc) {
-			free(buf);
-			return rc;
-		}
+		rc = buf ? move_read_all(u, buf, (size_t)rep.len, 5000)
+			 : -ENOMEM;
+	}
+	if (rc) {
+		free(buf);
+		if (rc != -ETIMEDOUT) /* a late reply is skipped; the rest */
+			move_ask_drop(u); /* leave the channel out of step */
+		return rc;
 	}
 	*bytes = buf;
 	*len = (size_t)rep.len;
@@ -310,10 +416,10 @@ static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
 int xs_sock_move(struct xs_sock *s, int fd)
 {
 	unsigned int ended = 0;
+	int saved = errno, rc = 0;
 	uint8_t *bytes = NULL;
 	size_t len = 0;
 	bool eof;
-	int rc = 0;
 
 	pthread_mutex_lock(&move_lock);
 	if (!atomic_load(&s->moved)) {
@@ -326,8 +432,9 @@ int xs_sock_move(struct xs_sock *s, int fd)
 			(void)xs_real.shutdown(fd, SHUT_WR);
 		xs_info("move",
 			"fd %d: connection of pid %d moved to kernel "
-			"TCP: %s, %zu unread bytes taken over",
-			fd, (int)s->rdma_pid, rc ? strerror(-rc) : "done", len);
+			"TCP: %s, %zu unread bytes taken over%s",
+			fd, (int)s->rdma_pid, rc ? strerror(-rc) : "done", len,
+			rc == 0 && eof ? ", then EOF" : "");
 		if (rc == 0) {
 			pthread_mutex_lock(&s->lock);
 			s->prefix = bytes;
@@ -340,6 +447,7 @@ int xs_sock_move(struct xs_sock *s, int fd)
 		}
 	}
 	pthread_mutex_unlock(&move_lock);
+	errno = saved; /* a successful call shows none of ours */
 	return rc;
 }
 

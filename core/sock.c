@@ -195,6 +195,25 @@ void xs_core_fork_child(void)
 	xs_dev_fork_child();
 }
 
+/* The move channel of the child about to be forked, for our live RDMA
+ * connections (core/move.c). Called with sock_linger_lock held. */
+static void sock_fork_channel(void)
+{
+	uint64_t *cookies = NULL;
+	struct xs_sock *s;
+	size_t nr = 0;
+
+	for (s = sock_live; s; s = s->live_next)
+		nr++;
+	if (nr && !(cookies = malloc(nr * sizeof(*cookies))))
+		nr = 0;
+	nr = 0;
+	for (s = sock_live; s && cookies; s = s->live_next)
+		if (s->rdma_cookie)
+			cookies[nr++] = s->rdma_cookie;
+	xs_move_atfork_prepare(cookies, nr);
+}
+
 void xs_core_atfork_prepare(void)
 {
 	sigset_t all;
@@ -210,7 +229,7 @@ void xs_core_atfork_prepare(void)
 	xs_neg_lock();
 	pthread_mutex_lock(&sock_linger_lock);
 	/* a child may take one of our connections over (core/move.c) */
-	xs_move_atfork_prepare(sock_live != NULL);
+	sock_fork_channel();
 	xs_dev_lock();
 	xs_log_lock();
 }
@@ -539,10 +558,6 @@ void xs_core_exit(void)
  * first RDMA connection; runs until the process exits (a forked child
  * starts its own).
  */
-/* Channels the probe thread polls besides its wake-up eventfd: the
- * children that may ask it for a move at once (more wait their turn). */
-#define SOCK_PROBE_CHANS 63
-
 void xs_sock_probe_kick(void)
 {
 	uint64_t one = 1;
@@ -559,10 +574,11 @@ void xs_sock_probe_kick(void)
  */
 static void *sock_probe_main(void *arg)
 {
-	struct pollfd p[SOCK_PROBE_CHANS + 1];
+	struct pollfd *p = NULL;
 	uint64_t now, next = 0, v;
+	size_t cap = 0, n, i;
 	struct xs_sock *s;
-	int idle, wait_ms, n, i;
+	int idle, wait_ms;
 	XS_INSIDE(); /* a thread of ours, for good: it probes streams */
 
 	(void)arg;
@@ -571,10 +587,16 @@ static void *sock_probe_main(void *arg)
 		if (!next)
 			next = now + 1000000u;
 		wait_ms = next > now ? (int)((next - now + 999u) / 1000u) : 0;
-		p[0] = (struct pollfd){ .fd = sock_probe_evfd,
-					.events = POLLIN };
-		n = 1 + xs_move_poll_fds(p + 1, SOCK_PROBE_CHANS);
-		if (xs_real.poll(p, (nfds_t)n, wait_ms) > 0) {
+		n = 1 + xs_move_poll_fds(&p, &cap, 1);
+		if (cap < 1) { /* no memory for a poll set: this tick waits */
+			n = 0;
+			nanosleep(&(struct timespec){ 0, wait_ms * 1000000L },
+				  NULL);
+		} else {
+			p[0] = (struct pollfd){ .fd = sock_probe_evfd,
+						.events = POLLIN };
+		}
+		if (n && xs_real.poll(p, (nfds_t)n, wait_ms) > 0) {
 			if (p[0].revents)
 				(void)!xs_real.read(sock_probe_evfd, &v,
 						    sizeof(v));

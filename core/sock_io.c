@@ -223,21 +223,22 @@ int xs_sock_shutdown(struct xs_sock *s, int fd, int how)
 
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
+	if (xs_sock_kind(s) == XS_KIND_RDMA)
+		xs_sock_take_over(s, fd); /* another process's: moves now */
 	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved)) {
 		rc = xs_real.shutdown(fd, how);
 		return rc < 0 ? -errno : 0;
 	}
 	if (sock_foreign(s))
 		return -ENOTCONN;
-	if (xs_stream_moved(s->stream) & XS_MOVED_TX) {
-		/* the peer reads our end on the kernel connection */
-		rc = xs_real.shutdown(fd, how);
-		if (rc < 0)
-			return -errno;
-	}
 
 	XS_INSIDE(); /* the stream polls its CQ and posts the FIN */
 	rc = xs_stream_shutdown(s->stream, how);
+	if (rc == XS_STREAM_MOVED) {
+		/* the peer reads our end on the kernel connection */
+		rc = xs_real.shutdown(fd, how);
+		return rc < 0 ? -errno : 0;
+	}
 	/* the kernel's shutdown succeeds */
 	return rc == -ECONNRESET || rc == -EPIPE ? 0 : rc;
 }
@@ -292,6 +293,13 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 	rc = xs_real.ioctl(fd, request, arg);
 	if (rc < 0)
 		return -errno;
+	/* moved: the bytes taken over come before the kernel's */
+	if (request == SIOCINQ && atomic_load(&s->moved) &&
+	    atomic_load(&s->prefix_left)) {
+		pthread_mutex_lock(&s->lock);
+		*(int *)arg += (int)(s->prefix_len - s->prefix_off);
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (request == FIONBIO)
 		xs_sock_set_nonblock(s, *(const int *)arg != 0);
 	return rc;

@@ -436,10 +436,12 @@ static void stream_progress(struct xs_stream *s)
 {
 	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
 		stream_rndv_progress(s);
-	if (s->move_want && !s->move_sent)
-		stream_send_move(s);
-	if (s->wr_shut && !s->fin_sent)
+	/* a FIN asked for goes first: after our MOVE the peer would take
+	 * it for the end of our RDMA side only */
+	if (s->wr_shut && !s->fin_sent && !s->move_sent)
 		stream_send_fin(s);
+	if (s->move_want && !s->move_sent && (!s->wr_shut || s->fin_sent))
+		stream_send_move(s);
 }
 
 /*
@@ -1341,12 +1343,15 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 
 int xs_stream_shutdown(struct xs_stream *s, int how)
 {
+	bool moved;
 	int rc;
 
 	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	if (how == SHUT_RD || how == SHUT_RDWR)
 		s->rd_shut = true;
+	/* after our MOVE, our end is the kernel socket's to send */
+	moved = s->move_sent && how != SHUT_RD;
 	if (how == SHUT_WR || how == SHUT_RDWR) {
 		s->wr_shut = true;
 		s->pub->flags |= XS_SHM_F_WR_SHUT;
@@ -1356,7 +1361,7 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 	 * sk_state_change() wakes the kernel's) */
 	stream_wake(s);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */
-	rc = s->error;
+	rc = moved ? XS_STREAM_MOVED : s->error;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -1545,6 +1550,11 @@ int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
 			break;
 	}
 	s->move_pull = false;
+	/* Our MOVE may have gone, and bytes left the queue: the stream
+	 * cannot go on as if nothing happened. A reset says so to both
+	 * sides (and disconnects: see stream_fail()). */
+	if (rc)
+		stream_reset(s, "the move to TCP did not complete");
 	if (have) {
 		s->pub->c.bytes_received += have;
 		stream_pub_queues(s);
@@ -1607,7 +1617,9 @@ static bool stream_done(const struct xs_stream *s)
 		return true;
 	if (s->rst_sent)
 		return !s->tx_inflight;
-	return (s->fin_sent && !s->tx_inflight && !s->rndv_tx_bytes) ||
+	/* after our MOVE, our FIN is the kernel socket's */
+	return ((s->fin_sent || s->move_sent) && !s->tx_inflight &&
+		!s->rndv_tx_bytes) ||
 	       s->error;
 }
 

@@ -266,7 +266,8 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
  *
  * SHUT_WR queues FIN after every byte sent; it goes out at once or with
  * the peer's next credit return, never blocking, as the kernel's FIN.
- * Return: 0, or -ECONNRESET.
+ * Return: 0, -ECONNRESET, or XS_STREAM_MOVED: our MOVE went before it,
+ *         so the kernel socket's shutdown(2) ends our side.
  */
 int xs_stream_shutdown(struct xs_stream *s, int how);
 

@@ -12,6 +12,8 @@
  *      a set's members are looked at, so around xs_sock_poll_events(),
  *      xs_sock_poll_arm() and a member's xs_sock_put() - everything below,
  *      and rdma-core - but never around the wait's sleep.
+ *   1a. move_lock (core/move.c): a process's one move at a time, held
+ *      while its owner answers (up to 15 s, poll and read(2) only).
  *   2. xs_sock.lock (one per socket): its kind, reason and connect
  *      state; the connect worker takes sock_neg_lock under it. Never two
  *      sockets' at once.
@@ -34,6 +36,8 @@
  *   8. pool.lock (core/pool.h, one per device): around the registration
  *      of a new superblock (rdma-core).
  *   9. log_lock (core/log.c): the log file's identity; a leaf.
+ * move_own_lock (core/move.c: the owner's list of its children's
+ * channels) is a leaf, taken with sock_linger_lock held or none.
  * ep_table_lock (preload/poll.c) is never held with another lock. The
  * pthread_once of xs_init_once() comes before all of them: the wrappers
  * that wait on it are never entered with a lock held (core/ calls none).

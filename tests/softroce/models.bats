@@ -258,9 +258,12 @@ wait_server()
 	# The parent reads the greeting (its I/O claims the connection over
 	# RDMA) and answers it; the child, forked then, does the rest: the
 	# connection moves to its kernel TCP connection, with the bytes that
-	# came over RDMA and the parent never read (core/move.c). Once with
-	# the client's FIN sent over RDMA before the move, once after it.
-	srv after python3 "$MODELS" forkafter "$port" 2 "$SIZE"
+	# came over RDMA and the parent never read (core/move.c). The client
+	# sends SIZE bytes and its FIN at once (the FIN goes on TCP: the
+	# client is still sending when the move comes), then again with its
+	# FIN 0.5 s after the answer, then 1000 bytes whose FIN came over
+	# RDMA before the move (the child's reads end there).
+	srv after python3 "$MODELS" forkafter "$port" 3 "$SIZE"
 	server_ready after rdma
 	run --separate-stderr timeout 120 env $(xsenv acli1) python3 "$MODELS" forkafter-client \
 		"$XS_ADDR_A" "$port" "$SIZE"
@@ -274,13 +277,22 @@ wait_server()
 	echo "$stderr"
 	((status == 0))
 	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+	run --separate-stderr timeout 120 env $(xsenv acli3) python3 "$MODELS" forkafter-client \
+		"$XS_ADDR_A" "$port" "$SIZE" --up 1000
+	echo "$output"
+	echo "$stderr"
+	((status == 0))
+	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
 	wait_server after
 	cat "$XS_RUN_DIR/after.log"
-	# both connections began over RDMA, at both ends
-	[[ $(stat acli1 rdma) == 1 && $(stat acli2 rdma) == 1 ]]
+	# every connection began over RDMA, at both ends
+	[[ $(stat acli1 rdma) == 1 && $(stat acli2 rdma) == 1 && $(stat acli3 rdma) == 1 ]]
 	[[ $(grep -c 'fd [0-9]*: connection of pid [0-9]* moved to kernel TCP: done' \
-		"$XS_RUN_DIR/after.log") == 2 ]]
-	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/after.log") == 2 ]]
+		"$XS_RUN_DIR/after.log") == 3 ]]
+	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/after.log") == 3 ]]
+	# the third time, the 1000 bytes the parent had not read and the FIN
+	# that had come over RDMA after them
+	grep -q 'done, 1000 unread bytes taken over, then EOF$' "$XS_RUN_DIR/after.log"
 }
 
 # blocks_of STATS PROG - the blocks of that program's processes.

@@ -129,6 +129,9 @@ still_serving()
 	honest_finish
 	still_serving "srv$BATS_TEST_NUMBER"
 	((rc == 0))
+	# a MOVE is accepted, what breaks the protocol after it is not
+	grep -q 'connection reset: data after MOVE' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
+	grep -q 'connection reset: MOVE after MOVE' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
 }
 
 @test "rogue: a region the server exposes is READ in bounds only, never written, dead after RNDV_DONE" {

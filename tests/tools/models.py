@@ -34,11 +34,12 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              it, then fork; the child does
                                              the rest while the parent
                                              keeps its copy open
-  models.py forkafter-client HOST PORT SIZE [--late-shut]
+  models.py forkafter-client HOST PORT SIZE [--late-shut] [--up N]
                                              its client: greeting and SIZE
-                                             bytes at once, then SHUT_WR
-                                             (--late-shut: once the
-                                             answer came and 0.5 s later)
+                                             bytes (--up: N) at once, then
+                                             SHUT_WR (--late-shut: once
+                                             the answer came and 0.5 s
+                                             later)
 Servers serve N connections, then exit with exit(3) (so the library's
 counters are written); those that run until SIGTERM exit the same way.
 """
@@ -299,7 +300,8 @@ def main():
         host, port, size = a[0], int(a[1]), int(a[2])
         late = "--late-shut" in a
         s = socket.create_connection((host, port))
-        up = pattern(b"up", size)
+        up = pattern(b"up", int(a[a.index("--up") + 1]) if "--up" in a
+                     else size)
         s.sendall(b"HELLO %d\n" % os.getpid() + up)
         if not late:
             s.shutdown(socket.SHUT_WR)
