@@ -73,9 +73,17 @@ static atomic_uint sock_nr_lingering;
 static atomic_bool sock_reaper_running; /* the xsock-linger thread is up */
 static atomic_bool sock_reaper_stop;	/* exit(): reap no more */
 static struct xs_sock *sock_live;	/* protected by sock_linger_lock */
-static bool sock_probe_running;	 /* sock_probe_main(); sock_linger_lock */
-static bool sock_probe_stopped;	 /* at exit; sock_linger_lock */
-static int sock_probe_evfd = -1; /* wakes the probe thread; made once */
+static bool sock_probe_running; /* sock_probe_main(); sock_linger_lock */
+static bool sock_probe_stopped; /* at exit; sock_linger_lock */
+/* Wake the probe thread when a child's move channel joins its poll set:
+ * while it has none it naps on sock_probe_cond (no fd spent on it by a
+ * process that never forks with RDMA connections), then in a poll(2)
+ * that sock_probe_evfd, made at the first fork that makes a channel,
+ * wakes. */
+static _Atomic int sock_probe_evfd = -1;
+static pthread_mutex_t sock_probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sock_probe_cond = PTHREAD_COND_INITIALIZER;
+static bool sock_probe_kicked; /* sock_probe_lock */
 
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
@@ -211,6 +219,9 @@ static void sock_fork_channel(void)
 	for (s = sock_live; s && cookies; s = s->live_next)
 		if (s->rdma_cookie)
 			cookies[nr++] = s->rdma_cookie;
+	if (nr && sock_probe_evfd < 0)
+		sock_probe_evfd =
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	xs_move_atfork_prepare(cookies, nr);
 }
 
@@ -262,6 +273,9 @@ void xs_core_atfork_child(void)
 	sock_live = NULL;
 	sock_probe_running = false; /* threads do not survive fork() */
 	xs_move_atfork_child(parent);
+	pthread_mutex_init(&sock_probe_lock, NULL);
+	pthread_cond_init(&sock_probe_cond, NULL);
+	sock_probe_kicked = false;
 	if (sock_probe_evfd >= 0) /* the parent's probe thread's */
 		xs_real.close(sock_probe_evfd);
 	sock_probe_evfd = -1;
@@ -564,6 +578,29 @@ void xs_sock_probe_kick(void)
 
 	if (sock_probe_evfd >= 0)
 		(void)!xs_real.write(sock_probe_evfd, &one, sizeof(one));
+	pthread_mutex_lock(&sock_probe_lock);
+	sock_probe_kicked = true;
+	pthread_cond_signal(&sock_probe_cond);
+	pthread_mutex_unlock(&sock_probe_lock);
+}
+
+/* The probe thread's nap of @ms without a channel to poll (until a kick) */
+static void sock_probe_nap(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&sock_probe_lock);
+	if (!sock_probe_kicked)
+		pthread_cond_timedwait(&sock_probe_cond, &sock_probe_lock, &ts);
+	sock_probe_kicked = false;
+	pthread_mutex_unlock(&sock_probe_lock);
 }
 
 /*
@@ -588,10 +625,9 @@ static void *sock_probe_main(void *arg)
 			next = now + 1000000u;
 		wait_ms = next > now ? (int)((next - now + 999u) / 1000u) : 0;
 		n = 1 + xs_move_poll_fds(&p, &cap, 1);
-		if (cap < 1) { /* no memory for a poll set: this tick waits */
+		if (n == 1 || cap < 1) { /* no channel, or no memory */
 			n = 0;
-			nanosleep(&(struct timespec){ 0, wait_ms * 1000000L },
-				  NULL);
+			sock_probe_nap(wait_ms);
 		} else {
 			p[0] = (struct pollfd){ .fd = sock_probe_evfd,
 						.events = POLLIN };
@@ -628,9 +664,6 @@ static void sock_probe_start_locked(void)
 
 	if (sock_probe_running)
 		return;
-	if (sock_probe_evfd < 0)
-		sock_probe_evfd =
-			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	rc = xs_thread_start(sock_probe_main, NULL, 0, "xsock-probe");
 	if (rc == 0)
 		sock_probe_running = true;

@@ -72,8 +72,9 @@ EOF
 	run xsock_matches_tcp latency
 	echo "$output"
 	((status == 0))
-	[[ $(rows latency verbs ok) -ge 8 ]]
-	[[ $(rows latency tcp ok) -ge 8 ]]
+	# p50, p99, p99.9 and avg at each smoke size (bench/suite: 64 B)
+	[[ $(rows latency verbs ok) -ge 4 ]]
+	[[ $(rows latency tcp ok) -ge 4 ]]
 }
 
 @test "bench-smoke: bulk: iperf3 and sockperf throughput under xsock over RDMA, next to kernel TCP and ib_read_bw" {
