@@ -174,7 +174,8 @@ check-tiers:
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		tests/run-tier $(B)/test-logs/bats.tap bats --tap --timing tests/bats
 	-$(Q)tests/run-tier $(B)/test-logs/asan.tap tests/asan-tier
-	-$(Q)tests/run-tier $(B)/test-logs/softroce.tap $(SOFTROCE_CHECK)
+	-$(Q)XSOCK_SOFTROCE_RAW_DIR=$(CURDIR)/$(B)/test-logs \
+		tests/run-tier $(B)/test-logs/softroce.tap $(SOFTROCE_CHECK)
 	@# The fuzzers run for a set time and the bench smoke asserts rows, not
 	@# figures: side by side, their output one after the other.
 	-$(Q)tests/run-tier $(B)/test-logs/fuzz.tap \

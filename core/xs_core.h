@@ -653,10 +653,12 @@ ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
  *                  this family owns: it moves to its kernel TCP
  *                  connection (core/move.c)
  * @s:  socket of kind XS_KIND_RDMA whose stream is not this process's
- * @fd: its fd, passed to the owner as the proof of holding the socket
+ * @fd: its fd (shut down for sending when the owner's FIN had gone)
  *
+ * Asks through the channel inherited from the owner at fork(), with
+ * write(2), poll(2) and read(2) only (a seccomp sandbox's calls).
  * Context: blocks until the owner answers (at most about 15 s); one move
- * at a time per process.
+ * at a time per process (move_lock); errno as it was.
  * Return: 0 (then xs_sock_plain() or the prefix serves every call), or a
  *         negative errno: the connection cannot be taken over (calls then
  *         fail with ECONNRESET, as before).
