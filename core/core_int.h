@@ -241,6 +241,16 @@ void xs_sock_probe_kick(void);
  */
 struct xs_sock *xs_sock_live_find(uint64_t cookie);
 
+/**
+ * xs_sock_move_release() - the last fd of moved socket @s closes here: the
+ *                          bytes taken over and not read go back to its
+ *                          owner (core/move.c)
+ * xs_move_exit() - the same for every such socket, at exit
+ * Context: may block while the owner answers (at most 5 s each).
+ */
+void xs_sock_move_release(struct xs_sock *s);
+void xs_move_exit(void);
+
 /* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
 void xs_sock_move_free(struct xs_sock *s);
 

@@ -62,8 +62,11 @@ struct move_req {
 	uint32_t version; /* XS_WIRE_VERSION */
 	uint64_t cookie;  /* SO_COOKIE of the socket (xs_sock.rdma_cookie) */
 	uint32_t seq;	  /* echoed by the reply */
-	uint32_t zero;
+	uint32_t kind;	  /* MOVE_ASK, or MOVE_GIVE: @len bytes follow */
+	uint64_t len;
 };
+
+enum { MOVE_ASK, MOVE_GIVE };
 
 struct move_rep {
 	uint32_t magic;
@@ -293,6 +296,58 @@ static bool move_allowed(int fd, uint64_t cookie)
 	return ok;
 }
 
+/*
+ * A child gives back the handed-over bytes it did not read (it closed the
+ * socket or ends): they lead the socket again, here, before the kernel's
+ * (what the kernel's receive queue would still hold for us). The child
+ * waits for the answer, so they are ours before its end is seen.
+ */
+static void move_take_back(int cfd, const struct move_req *req,
+			   struct move_rep *rep)
+{
+	struct xs_sock *s = NULL;
+	uint8_t *bytes, *nb;
+	size_t have;
+	int rc = 0;
+
+	bytes = req->len <= (64u << 20) ? malloc(req->len ? req->len : 1)
+					: NULL;
+	if (!bytes || move_read_all(cfd, bytes, req->len, 5000)) {
+		free(bytes);
+		move_own_drop(cfd); /* out of step: nothing more from it */
+		return;
+	}
+	if (!move_allowed(cfd, req->cookie))
+		rc = -EPERM;
+	else if (!(s = xs_sock_live_find(req->cookie)) ||
+		 !atomic_load(&s->moved))
+		rc = -ENOENT;
+	if (!rc && req->len) {
+		pthread_mutex_lock(&s->lock);
+		have = s->prefix_len - s->prefix_off;
+		nb = realloc(bytes, req->len + have);
+		if (nb) {
+			memcpy(nb + req->len, s->prefix + s->prefix_off, have);
+			free(s->prefix);
+			s->prefix = nb;
+			s->prefix_len = req->len + have;
+			s->prefix_off = 0;
+			atomic_store(&s->prefix_left, true);
+			bytes = NULL;
+		} else {
+			rc = -ENOMEM;
+		}
+		pthread_mutex_unlock(&s->lock);
+		xs_wake_all(); /* a waiter of ours: readable now */
+	}
+	xs_info("move", "%zu handed-over bytes given back: %s",
+		(size_t)req->len, rc ? strerror(-rc) : "they lead the socket");
+	xs_sock_put(s);
+	free(bytes);
+	rep->status = rc;
+	(void)move_write_all(cfd, rep, sizeof(*rep), true);
+}
+
 void xs_move_serve(int cfd)
 {
 	struct move_rep rep = { .magic = MOVE_MAGIC };
@@ -309,7 +364,13 @@ void xs_move_serve(int cfd)
 	}
 	rep.cookie = req.cookie;
 	rep.seq = req.seq;
-	if (!req.cookie || !move_allowed(cfd, req.cookie))
+	if (req.kind == MOVE_GIVE) {
+		move_take_back(cfd, &req, &rep);
+		return;
+	}
+	if (req.kind != MOVE_ASK || req.len)
+		rc = -EINVAL;
+	else if (!req.cookie || !move_allowed(cfd, req.cookie))
 		rc = -EPERM; /* not one the child got from us */
 	else if (!(s = xs_sock_live_find(req.cookie)))
 		rc = -ENOENT;
@@ -363,37 +424,59 @@ static void move_ask_drop(int fd)
 /* Ask @owner for the move of the socket with cookie @cookie. Return: 0
  * with the unread bytes in *@bytes (malloc'ed, or NULL) and *@len, or
  * -errno. Called with move_lock held. */
-static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
-		    unsigned int *ended)
+/* The channel to @owner, or -1. Called with move_lock held. */
+static int move_ask_fd(pid_t owner)
 {
-	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, cookie, ++move_seq,
-				0 };
-	uint64_t deadline = xs_now_us() + (XS_MOVE_TIMEOUT_MS + 5000) * 1000u;
-	struct move_rep rep;
-	uint8_t *buf = NULL;
-	int i, u = -1, rc, left_ms;
-	uint64_t now;
+	int i;
 
-	for (i = 0; i < MOVE_ASK_MAX && u < 0; i++)
+	for (i = 0; i < MOVE_ASK_MAX; i++)
 		if (move_ask_fds[i].owner == owner)
-			u = move_ask_fds[i].fd;
-	if (u < 0)
-		return -ESRCH; /* not forked from the owner since it owned */
-	rc = move_write_all(u, &req, sizeof(req), false);
-	/* replies to earlier requests that timed out here come first:
-	 * each names its request */
+			return move_ask_fds[i].fd;
+	return -1;
+}
+
+/*
+ * Send request @req (and @len bytes of @data after it) on channel @u,
+ * then read its reply into *@rep within @timeout_ms: replies to earlier
+ * requests that timed out here come first, each naming its request, and
+ * are skipped. Return: 0 or -errno. Called with move_lock held.
+ */
+static int move_call(int u, const struct move_req *req, const void *data,
+		     size_t len, struct move_rep *rep, int timeout_ms)
+{
+	uint64_t deadline = xs_now_us() + (uint64_t)timeout_ms * 1000u, now;
+	int rc, left_ms;
+
+	rc = move_write_all(u, req, sizeof(*req), false);
+	if (rc == 0 && len)
+		rc = move_write_all(u, data, len, false);
 	while (rc == 0) {
 		now = xs_now_us();
 		left_ms = now < deadline ? (int)((deadline - now) / 1000u) : 0;
-		rc = move_read_all(u, &rep, sizeof(rep), left_ms);
-		if (rc == 0 && rep.magic != MOVE_MAGIC)
+		rc = move_read_all(u, rep, sizeof(*rep), left_ms);
+		if (rc == 0 && rep->magic != MOVE_MAGIC)
 			rc = -EPROTO;
-		if (rc || (rep.seq == req.seq && rep.cookie == cookie))
+		if (rc || (rep->seq == req->seq && rep->cookie == req->cookie))
 			break;
-		rc = move_read_all(u, NULL, (size_t)rep.len, 5000);
+		rc = move_read_all(u, NULL, (size_t)rep->len, 5000);
 		if (rc == 0 && xs_now_us() >= deadline)
 			rc = -ETIMEDOUT;
 	}
+	return rc;
+}
+
+static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
+		    unsigned int *ended)
+{
+	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, cookie,
+				++move_seq, MOVE_ASK,	     0 };
+	struct move_rep rep;
+	uint8_t *buf = NULL;
+	int u = move_ask_fd(owner), rc;
+
+	if (u < 0)
+		return -ESRCH; /* not forked from the owner since it owned */
+	rc = move_call(u, &req, NULL, 0, &rep, XS_MOVE_TIMEOUT_MS + 5000);
 	if (rc == 0 && rep.status)
 		return rep.status;
 	if (rc == 0 && rep.len) {
@@ -413,10 +496,87 @@ static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
 	return 0;
 }
 
+/* Sockets of this process that hold bytes taken over, for the give-back
+ * at exit (move_lock); one past these is given back only at its close */
+#define MOVE_HELD_MAX 64
+static struct {
+	struct xs_sock *s; /* type-stable memory: checked by incarnation */
+	unsigned int incarnation;
+} move_held[MOVE_HELD_MAX];
+
+/*
+ * Give @s's taken-over bytes that nobody read back to its owner: this
+ * process closes the socket or ends, and another holder (the owner, a
+ * sibling) may read on, as from the kernel's receive queue. Waits for the
+ * owner's answer, so the bytes are its before this end is seen. Called
+ * with move_lock held.
+ */
+static void move_give(struct xs_sock *s)
+{
+	struct move_req req = { MOVE_MAGIC, XS_WIRE_VERSION, s->rdma_cookie,
+				++move_seq, MOVE_GIVE,	     0 };
+	struct move_rep rep;
+	uint8_t *bytes = NULL;
+	size_t off = 0;
+	int u = move_ask_fd(s->rdma_pid), rc;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->prefix_off < s->prefix_len) {
+		bytes = s->prefix;
+		off = s->prefix_off;
+		req.len = s->prefix_len - off;
+		s->prefix = NULL;
+		s->prefix_len = s->prefix_off = 0;
+		atomic_store(&s->prefix_left, s->prefix_eof);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!bytes)
+		return;
+	rc = u < 0 ? -ESRCH
+		   : move_call(u, &req, bytes + off, req.len, &rep, 5000);
+	if (rc == 0)
+		rc = rep.status;
+	xs_info("move", "%zu bytes taken over and not read, given back: %s",
+		(size_t)req.len, rc ? strerror(-rc) : "done");
+	free(bytes);
+}
+
+void xs_sock_move_release(struct xs_sock *s)
+{
+	int saved = errno, i;
+
+	if (!atomic_load(&s->moved) || !atomic_load(&s->prefix_left) ||
+	    xs_sock_mine(s))
+		return;
+	pthread_mutex_lock(&move_lock);
+	move_give(s);
+	for (i = 0; i < MOVE_HELD_MAX; i++)
+		if (move_held[i].s == s)
+			move_held[i].s = NULL;
+	pthread_mutex_unlock(&move_lock);
+	errno = saved;
+}
+
+void xs_move_exit(void)
+{
+	struct xs_sock *s;
+	int i;
+
+	pthread_mutex_lock(&move_lock);
+	for (i = 0; i < MOVE_HELD_MAX; i++) {
+		s = move_held[i].s;
+		if (s && s->incarnation == move_held[i].incarnation &&
+		    atomic_load(&s->moved) && !xs_sock_mine(s))
+			move_give(s);
+		move_held[i].s = NULL;
+	}
+	pthread_mutex_unlock(&move_lock);
+}
+
 int xs_sock_move(struct xs_sock *s, int fd)
 {
 	unsigned int ended = 0;
-	int saved = errno, rc = 0;
+	int saved = errno, rc = 0, i;
 	uint8_t *bytes = NULL;
 	size_t len = 0;
 	bool eof;
@@ -444,6 +604,13 @@ int xs_sock_move(struct xs_sock *s, int fd)
 			atomic_store(&s->prefix_left, len > 0 || eof);
 			atomic_store(&s->moved, true);
 			pthread_mutex_unlock(&s->lock);
+		}
+		for (i = 0; rc == 0 && len && i < MOVE_HELD_MAX; i++) {
+			if (!move_held[i].s) {
+				move_held[i].s = s;
+				move_held[i].incarnation = s->incarnation;
+				break;
+			}
 		}
 	}
 	pthread_mutex_unlock(&move_lock);

@@ -532,6 +532,8 @@ void xs_core_exit(void)
 	 * the probe thread are its parent's. */
 	if (getpid() != sock_owner_pid)
 		return;
+	/* bytes taken over from another process and not read go back */
+	xs_move_exit();
 
 	/* The reaper stops within one nap (20 ms at most) and a pass: from
 	 * here on only this thread closes streams. */
@@ -700,7 +702,8 @@ static void sock_teardown(struct xs_sock *s)
 	/* the probe listener goes with the kernel listener, wherever the
 	 * family holds that last (core/helper.c) */
 	s->probe_addr.ss_family = 0;
-	xs_sock_move_free(s); /* bytes taken over and never read: gone */
+	xs_sock_move_release(s); /* bytes taken over, not read: back */
+	xs_sock_move_free(s);
 	if (!s->stream)
 		return;
 	mine = xs_sock_mine(s);

@@ -295,6 +295,26 @@ wait_server()
 	grep -q 'done, 1000 unread bytes taken over, then EOF$' "$XS_RUN_DIR/after.log"
 }
 
+@test "models: the child that took the connection over ends with bytes unread: the parent reads them" {
+	# The child reads 200,000 of the bytes it took over and exits; they
+	# are handed back, and the parent reads on from there, as from the
+	# kernel's receive queue.
+	srv back python3 "$MODELS" forkback "$port" "$SIZE"
+	server_ready back rdma
+	run --separate-stderr timeout 120 env $(xsenv bcli) python3 "$MODELS" forkafter-client \
+		"$XS_ADDR_A" "$port" "$SIZE" --late-shut
+	echo "$output"
+	echo "$stderr"
+	((status == 0))
+	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+	wait_server back
+	cat "$XS_RUN_DIR/remote/back.log" "$XS_RUN_DIR/back.log"
+	grep -q '^child 200000 parent [0-9]* bytes$' "$XS_RUN_DIR/remote/back.log"
+	grep -q 'bytes taken over and not read, given back: done$' "$XS_RUN_DIR/back.log"
+	grep -q 'handed-over bytes given back: they lead the socket$' "$XS_RUN_DIR/back.log"
+	[[ $(stat bcli rdma) == 1 ]]
+}
+
 # blocks_of STATS PROG - the blocks of that program's processes.
 blocks_of() { stats_blocks "$XS_RUN_DIR/$1" | grep " prog=$2 "; }
 

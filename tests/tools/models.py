@@ -34,6 +34,9 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              it, then fork; the child does
                                              the rest while the parent
                                              keeps its copy open
+  models.py forkback PORT SIZE              as forkafter, once: the child
+                                             reads 200,000 bytes and ends;
+                                             the parent reads the rest
   models.py forkafter-client HOST PORT SIZE [--late-shut] [--up N]
                                              its client: greeting and SIZE
                                              bytes (--up: N) at once, then
@@ -295,6 +298,40 @@ def main():
                 libc_exit(0)
             os.waitpid(pid, 0)
             c.close()
+        libc_exit(0)
+    elif cmd == "forkback":
+        port, size = int(a[0]), int(a[1])
+        ls = listener(port)
+        c, _ = ls.accept()
+        c.sendall(b"WELCOME " + read_line(c))
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            got = bytearray()
+            while len(got) < 200000:
+                b = c.recv(200000 - len(got))
+                if not b:
+                    break
+                got += b
+            write_all(w, bytes(got))
+            os.close(w)
+            libc_exit(0)
+        os.close(w)
+        part = bytearray()
+        while True:
+            b = os.read(r, 65536)
+            if not b:
+                break
+            part += b
+        os.waitpid(pid, 0)
+        h = hashlib.sha256(part)
+        rest = read_to_eof(c, bytearray())
+        h.update(rest)
+        c.sendall(b"%s\n%d\n" % (h.hexdigest().encode(), os.getpid()) +
+                  pattern(b"down", size))
+        c.close()
+        print("child %d parent %d bytes" % (len(part), len(rest)))
         libc_exit(0)
     elif cmd == "forkafter-client":
         host, port, size = a[0], int(a[1]), int(a[2])
