@@ -254,6 +254,20 @@ wait_server()
 	[[ $(stat livecli rdma) == 1 ]]
 }
 
+# after_client NAME ARG... - one checked exchange of models.py
+# forkafter-client (ARGs after SIZE) under xsock, its counters NAME.
+after_client()
+{
+	local name=$1
+	shift
+	run --separate-stderr timeout 120 env $(xsenv "$name") python3 "$MODELS" forkafter-client \
+		"$XS_ADDR_A" "$port" "$SIZE" "$@"
+	echo "$output"
+	echo "$stderr"
+	((status == 0))
+	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+}
+
 @test "models: a fork after the first I/O: the child takes the live connection over (sshd's way)" {
 	# The parent reads the greeting (its I/O claims the connection over
 	# RDMA) and answers it; the child, forked then, does the rest: the
@@ -265,24 +279,9 @@ wait_server()
 	# RDMA before the move (the child's reads end there).
 	srv after python3 "$MODELS" forkafter "$port" 3 "$SIZE"
 	server_ready after rdma
-	run --separate-stderr timeout 120 env $(xsenv acli1) python3 "$MODELS" forkafter-client \
-		"$XS_ADDR_A" "$port" "$SIZE"
-	echo "$output"
-	echo "$stderr"
-	((status == 0))
-	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
-	run --separate-stderr timeout 120 env $(xsenv acli2) python3 "$MODELS" forkafter-client \
-		"$XS_ADDR_A" "$port" "$SIZE" --late-shut
-	echo "$output"
-	echo "$stderr"
-	((status == 0))
-	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
-	run --separate-stderr timeout 120 env $(xsenv acli3) python3 "$MODELS" forkafter-client \
-		"$XS_ADDR_A" "$port" "$SIZE" --up 1000
-	echo "$output"
-	echo "$stderr"
-	((status == 0))
-	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+	after_client acli1
+	after_client acli2 --late-shut
+	after_client acli3 --up 1000
 	wait_server after
 	cat "$XS_RUN_DIR/after.log"
 	# every connection began over RDMA, at both ends
@@ -301,12 +300,7 @@ wait_server()
 	# kernel's receive queue.
 	srv back python3 "$MODELS" forkback "$port" "$SIZE"
 	server_ready back rdma
-	run --separate-stderr timeout 120 env $(xsenv bcli) python3 "$MODELS" forkafter-client \
-		"$XS_ADDR_A" "$port" "$SIZE" --late-shut
-	echo "$output"
-	echo "$stderr"
-	((status == 0))
-	[[ "$output" == "ok pid="*" bytes=$SIZE" ]]
+	after_client bcli --late-shut
 	wait_server back
 	cat "$XS_RUN_DIR/remote/back.log" "$XS_RUN_DIR/back.log"
 	grep -q '^child 200000 parent [0-9]* bytes$' "$XS_RUN_DIR/remote/back.log"
