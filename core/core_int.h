@@ -197,6 +197,9 @@ void xs_handoff_put(int fd, unsigned int state, unsigned int strip);
  * for no socket. */
 uint64_t xs_handoff_cookie(int fd);
 
+/* xs_iov_total() - the bytes @iovcnt entries of @iov hold (core/stream.c) */
+size_t xs_iov_total(const struct iovec *iov, int iovcnt);
+
 /* ---------------------------------------------------------- core/move.c */
 
 /**
@@ -270,6 +273,16 @@ ssize_t xs_move_kernel_io(int fd, const struct iovec *iov, int iovcnt,
  */
 ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		     int iovcnt, int flags);
+
+/**
+ * xs_move_recv_rest() - MSG_WAITALL after @got bytes came from elsewhere
+ *                       (the bytes taken over, the RDMA stream): the rest
+ *                       of @iov from kernel socket @fd
+ * Return: @got plus what the kernel gave; a failure after @got bytes is
+ *         reported by the next call, as tcp_recvmsg() does.
+ */
+ssize_t xs_move_recv_rest(int fd, const struct iovec *iov, int iovcnt,
+			  size_t got, int flags);
 
 /* Forget @fd's record (it is claimed here). */
 void xs_handoff_drop(int fd);

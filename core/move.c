@@ -36,8 +36,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -496,6 +494,17 @@ static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
 	return 0;
 }
 
+/* All of @s's bytes taken over are gone (read, or given back): only an
+ * EOF that came with them is left to report. Called with s->lock held, or
+ * with @s not in use. */
+static void move_prefix_clear(struct xs_sock *s)
+{
+	free(s->prefix);
+	s->prefix = NULL;
+	s->prefix_len = s->prefix_off = 0;
+	atomic_store(&s->prefix_left, s->prefix_eof);
+}
+
 /* Sockets of this process that hold bytes taken over, for the give-back
  * at exit (move_lock); one past these is given back only at its close */
 #define MOVE_HELD_MAX 64
@@ -525,9 +534,8 @@ static void move_give(struct xs_sock *s)
 		bytes = s->prefix;
 		off = s->prefix_off;
 		req.len = s->prefix_len - off;
-		s->prefix = NULL;
-		s->prefix_len = s->prefix_off = 0;
-		atomic_store(&s->prefix_left, s->prefix_eof);
+		s->prefix = NULL; /* ours now, not freed by the clear */
+		move_prefix_clear(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!bytes)
@@ -636,11 +644,8 @@ bool xs_sock_plain(const struct xs_sock *s)
 
 void xs_sock_move_free(struct xs_sock *s)
 {
-	free(s->prefix);
-	s->prefix = NULL;
-	s->prefix_len = s->prefix_off = 0;
 	s->prefix_eof = false;
-	atomic_store(&s->prefix_left, false);
+	move_prefix_clear(s);
 	atomic_store(&s->moved, false);
 }
 
@@ -662,16 +667,6 @@ static int move_iov_skip(const struct iovec *iov, int iovcnt, size_t skip,
 		skip = 0;
 		n++;
 	}
-	return n;
-}
-
-static size_t move_iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t n = 0;
-	int i;
-
-	for (i = 0; i < iovcnt; i++)
-		n += iov[i].iov_len;
 	return n;
 }
 
@@ -702,9 +697,8 @@ ssize_t xs_move_kernel_io(int fd, const struct iovec *iov, int iovcnt,
 ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		     int iovcnt, int flags)
 {
-	size_t total = move_iov_total(iov, iovcnt), n = 0, k;
+	size_t total = xs_iov_total(iov, iovcnt), n = 0, k;
 	const uint8_t *src;
-	ssize_t more;
 	bool eof;
 	int i;
 
@@ -724,12 +718,8 @@ ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		}
 		if (!(flags & MSG_PEEK)) {
 			s->prefix_off += n;
-			if (s->prefix_off == s->prefix_len) {
-				free(s->prefix);
-				s->prefix = NULL;
-				s->prefix_len = s->prefix_off = 0;
-				atomic_store(&s->prefix_left, s->prefix_eof);
-			}
+			if (s->prefix_off == s->prefix_len)
+				move_prefix_clear(s);
 		}
 	}
 	eof = s->prefix_eof;
@@ -738,12 +728,20 @@ ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		return 0; /* the peer's FIN came over RDMA, before the move */
 	if (!n)
 		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, false);
-	if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || n == total || eof)
+	if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || eof)
 		return (ssize_t)n;
-	/* MSG_WAITALL: the rest from the kernel; what it fails after the
-	 * prefix is reported by the next call, as tcp_recvmsg() does */
-	more = xs_move_kernel_io(fd, iov, iovcnt, n, flags, false);
-	return more > 0 ? (ssize_t)n + more : (ssize_t)n;
+	return xs_move_recv_rest(fd, iov, iovcnt, n, flags);
+}
+
+ssize_t xs_move_recv_rest(int fd, const struct iovec *iov, int iovcnt,
+			  size_t got, int flags)
+{
+	ssize_t more;
+
+	if (got >= xs_iov_total(iov, iovcnt))
+		return (ssize_t)got;
+	more = xs_move_kernel_io(fd, iov, iovcnt, got, flags, false);
+	return more > 0 ? (ssize_t)got + more : (ssize_t)got;
 }
 
 void xs_sock_take_over(struct xs_sock *s, int fd)

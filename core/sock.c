@@ -213,8 +213,7 @@ static void sock_fork_channel(void)
 
 	for (s = sock_live; s; s = s->live_next)
 		nr++;
-	if (nr && !(cookies = malloc(nr * sizeof(*cookies))))
-		nr = 0;
+	cookies = nr ? malloc(nr * sizeof(*cookies)) : NULL;
 	nr = 0;
 	for (s = sock_live; s && cookies; s = s->live_next)
 		if (s->rdma_cookie)
@@ -614,7 +613,7 @@ static void sock_probe_nap(int ms)
 static void *sock_probe_main(void *arg)
 {
 	struct pollfd *p = NULL;
-	uint64_t now, next = 0, v;
+	uint64_t now, next = xs_now_us() + 1000000u, v;
 	size_t cap = 0, n, i;
 	struct xs_sock *s;
 	int idle, wait_ms;
@@ -623,8 +622,6 @@ static void *sock_probe_main(void *arg)
 	(void)arg;
 	for (;;) {
 		now = xs_now_us();
-		if (!next)
-			next = now + 1000000u;
 		wait_ms = next > now ? (int)((next - now + 999u) / 1000u) : 0;
 		n = 1 + xs_move_poll_fds(&p, &cap, 1);
 		if (n == 1 || cap < 1) { /* no channel, or no memory */

@@ -129,7 +129,7 @@ ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		     int iovcnt, int flags)
 {
 	int rflags = 0;
-	ssize_t rc, more;
+	ssize_t rc;
 	bool reset;
 
 	if (sock_moved(s, fd, &reset))
@@ -155,18 +155,8 @@ ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, false);
 	}
 	if (rc > 0 && (flags & MSG_WAITALL) && !(flags & MSG_PEEK) &&
-	    (xs_stream_moved(s->stream) & XS_MOVED_RX)) {
-		size_t total = 0;
-		int i;
-
-		for (i = 0; i < iovcnt; i++)
-			total += iov[i].iov_len;
-		if ((size_t)rc < total) {
-			more = xs_move_kernel_io(fd, iov, iovcnt, (size_t)rc,
-						 flags, false);
-			rc += more > 0 ? more : 0;
-		}
-	}
+	    (xs_stream_moved(s->stream) & XS_MOVED_RX))
+		rc = xs_move_recv_rest(fd, iov, iovcnt, (size_t)rc, flags);
 	return rc;
 }
 

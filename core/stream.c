@@ -83,7 +83,7 @@ static void iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov)
 	}
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
+size_t xs_iov_total(const struct iovec *iov, int iovcnt)
 {
 	size_t total = 0;
 	int i;
@@ -1117,7 +1117,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = iov_total(iov, iovcnt), sent = 0;
+	size_t total = xs_iov_total(iov, iovcnt), sent = 0;
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
 	uint32_t max, rndv_max, chunk;
@@ -1292,7 +1292,7 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = iov_total(iov, iovcnt), copied = 0;
+	size_t total = xs_iov_total(iov, iovcnt), copied = 0;
 	bool peek = flags & XS_RECV_PEEK;
 	int rc = 0;
 
@@ -1423,6 +1423,14 @@ int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS])
 	return fds[2] >= 0 ? n + 1 : n;
 }
 
+/* The peer's MOVE came and its RDMA bytes are read: its bytes come on the
+ * kernel socket (after its FIN its end stays ours to report: EOF). Called
+ * with s->lock held. */
+static bool stream_rx_moved(const struct xs_stream *s)
+{
+	return s->peer_moved && !s->peer_fin && !s->rxq_len;
+}
+
 unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 {
 	unsigned int ev = 0;
@@ -1463,8 +1471,7 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 		ev |= XS_EV_HUP;
 	if (s->move_sent) /* our sends go to the kernel's buffer */
 		ev |= XS_EV_OUT;
-	/* (after the peer's FIN its end stays ours to report: EOF) */
-	if (s->move_sent && s->peer_moved && !s->peer_fin && !s->rxq_len)
+	if (s->move_sent && stream_rx_moved(s))
 		ev |= XS_EV_MOVED;
 	pthread_mutex_unlock(&s->lock);
 	return ev;
@@ -1488,7 +1495,7 @@ unsigned int xs_stream_moved(struct xs_stream *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->move_sent)
 		how |= XS_MOVED_TX;
-	if (s->peer_moved && !s->peer_fin && !s->rxq_len)
+	if (stream_rx_moved(s))
 		how |= XS_MOVED_RX;
 	pthread_mutex_unlock(&s->lock);
 	return how;
