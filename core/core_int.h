@@ -188,6 +188,12 @@ extern __thread bool xs_forking_helper;
 /* xs_handoff_put() states beside enum xs_neg_role */
 #define XS_HANDOFF_STRIP     3 /* TCP, control messages still to strip */
 #define XS_HANDOFF_ELSEWHERE 4 /* RDMA in another process */
+/* moved to its kernel TCP connection before an exec (core/move.c); its
+ * strip field is the memfd of the bytes unread, or XS_MOVE_NO_MEMFD */
+#define XS_HANDOFF_MOVED     5
+#define XS_HANDOFF_MOVED_EOF 6 /* the same, then EOF: the peer's FIN came */
+#define XS_MOVE_NO_MEMFD     0xffffffffu
+#define XS_MOVE_MEMFD	     "xsock-moved" /* memfd_create() name */
 
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
  * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */
@@ -253,6 +259,24 @@ struct xs_sock *xs_sock_live_find(uint64_t cookie);
  */
 void xs_sock_move_release(struct xs_sock *s);
 void xs_move_exit(void);
+
+/**
+ * xs_move_exec_failed() - the exec that xs_sock_exec_move() prepared for
+ *                         failed: its memfds and records go; the sockets
+ *                         stay moved here, with their bytes
+ */
+void xs_move_exec_failed(void);
+
+/**
+ * xs_move_adopt() - the new image's side of xs_sock_exec_move(): socket @s
+ *                   (fd @fd), recorded with @state XS_HANDOFF_MOVED or
+ *                   XS_HANDOFF_MOVED_EOF and @memfd, takes the bytes of
+ *                   the memfd (then closed) as its prefix
+ * Return: true when @s has a prefix or an EOF to serve (then it is an RDMA
+ *         socket moved, with no stream); false: plain kernel TCP.
+ */
+bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
+		   unsigned int memfd);
 
 /* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
 void xs_sock_move_free(struct xs_sock *s);

@@ -57,7 +57,8 @@ struct handoff_slot {
 	_Atomic uint64_t stamp; /* xs_now_us() when written */
 };
 
-static struct handoff_slot *handoff_table; /* mapped once */
+static struct handoff_slot *handoff_table; /* mapped once per euid */
+static uid_t handoff_uid;		   /* whose table it is */
 static pthread_mutex_t handoff_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool handoff_tried;
 
@@ -72,10 +73,16 @@ static struct handoff_slot *handoff_map(bool create)
 	int fd;
 
 	t = __atomic_load_n(&handoff_table, __ATOMIC_ACQUIRE);
-	if (t || (handoff_tried && !create))
+	/* A record is written for the program that comes next, which looks
+	 * in its own user's table: a process that changed its euid since
+	 * (a CGI server's child, setuid(nobody) before the exec) writes
+	 * there. The old mapping stays: a thread may still use it. */
+	if (t && create && geteuid() != handoff_uid)
+		t = NULL;
+	else if (t || (handoff_tried && !create))
 		return t;
 	pthread_mutex_lock(&handoff_lock);
-	if (handoff_table)
+	if (handoff_table && (!create || geteuid() == handoff_uid))
 		goto out;
 	snprintf(path, sizeof(path), "/dev/shm/xsock-handoff-%u",
 		 (unsigned int)geteuid());
@@ -94,8 +101,10 @@ static struct handoff_slot *handoff_map(bool create)
 	}
 	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	xs_real.close(fd);
-	if (p != MAP_FAILED)
+	if (p != MAP_FAILED) {
+		handoff_uid = st.st_uid;
 		__atomic_store_n(&handoff_table, p, __ATOMIC_RELEASE);
+	}
 out:
 	t = handoff_table;
 	pthread_mutex_unlock(&handoff_lock);

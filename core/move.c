@@ -35,10 +35,14 @@
  * core/'s fork locks held.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -749,4 +753,229 @@ void xs_sock_take_over(struct xs_sock *s, int fd)
 	if (xs_sock_kind(s) == XS_KIND_RDMA && !atomic_load(&s->moved) &&
 	    !xs_sock_mine(s))
 		(void)xs_sock_move(s, fd);
+}
+
+/* -------------------------------------------------------------- exec */
+
+/*
+ * A program image that execs takes its QPs with it, and the new one
+ * cannot follow an RDMA connection (its state is not inherited). So
+ * before an exec every RDMA socket the new image inherits (an fd without
+ * FD_CLOEXEC) moves to its kernel TCP connection: this process's own
+ * with xs_stream_move_out() here, another process's through its channel
+ * (xs_sock_move()). What came over RDMA and nobody read goes to the new
+ * image in a memfd named "xsock-moved", recorded with the socket in the
+ * handoff table (core/handoff.c); the new image serves those bytes first
+ * (xs_move_adopt()). An exec that fails leaves every such socket moved,
+ * its bytes still here, and the memfds and records are taken back.
+ */
+
+/* memfds and records an exec about to happen made (move_lock) */
+#define MOVE_EXEC_MAX 64
+static struct {
+	int fd;	   /* its socket's fd */
+	int memfd; /* -1: none */
+} move_exec[MOVE_EXEC_MAX];
+static size_t move_exec_nr;
+
+/*
+ * Move this process's own RDMA connection @s (fd @fd) to its kernel TCP
+ * connection: the image that owns its QP ends. Waits for the peer to
+ * READ every region we announced, which goes with this image too. A
+ * connection whose bytes cannot all be delivered is reset on its kernel
+ * TCP connection (connect(AF_UNSPEC) is tcp_disconnect(): an RST), so
+ * that neither end goes on as if none were lost. Called with move_lock
+ * held. Return: 0 or -errno.
+ */
+static int move_self(struct xs_sock *s, int fd)
+{
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	unsigned int ended = 0;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = xs_stream_move_out(s->stream, XS_MOVE_TIMEOUT_MS, &bytes, &len,
+				&ended);
+	if (rc == 0)
+		rc = xs_stream_linger(s->stream, XS_MOVE_TIMEOUT_MS);
+	if (rc) {
+		/* bytes may have left the stream, or our last regions were
+		 * not READ: the peer, moved or not, learns of it */
+		xs_info("move",
+			"fd %d: the move before the exec failed (%s): "
+			"reset",
+			fd, strerror(-rc));
+		(void)xs_real.connect(fd, &unspec, sizeof(unspec));
+	}
+	if (rc == 0 && (ended & XS_MOVE_SHUT_WR))
+		(void)xs_real.shutdown(fd, SHUT_WR);
+	pthread_mutex_lock(&s->lock);
+	s->prefix = bytes;
+	s->prefix_len = len;
+	s->prefix_off = 0;
+	s->prefix_eof = rc == 0 && (ended & XS_MOVE_EOF);
+	atomic_store(&s->prefix_left, len > 0 || s->prefix_eof);
+	atomic_store(&s->moved, true);
+	pthread_mutex_unlock(&s->lock);
+	xs_wake_all(); /* a waiter of ours looks at the kernel fd now */
+	return rc;
+}
+
+/* Copy @len bytes of @bytes into a new memfd the exec'd image inherits.
+ * Return: its fd, or -errno. */
+static int move_memfd(const uint8_t *bytes, size_t len)
+{
+	ssize_t n;
+	size_t off;
+	int mfd;
+
+	mfd = memfd_create(XS_MOVE_MEMFD, 0);
+	if (mfd < 0)
+		return -errno;
+	for (off = 0; off < len; off += (size_t)n) {
+		n = pwrite(mfd, bytes + off, len - off, (off_t)off);
+		if (n < 0 && errno == EINTR) {
+			n = 0;
+			continue;
+		}
+		if (n <= 0) {
+			n = n < 0 ? -errno : -EIO;
+			xs_real.close(mfd);
+			return (int)n;
+		}
+	}
+	return mfd;
+}
+
+int xs_sock_exec_move(struct xs_sock *s, int fd)
+{
+	int saved = errno, rc = 0, mfd = -1;
+	unsigned int state;
+	uint8_t *copy = NULL;
+	size_t len = 0;
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA)
+		return 0; /* its state is recorded where it was decided */
+	if (!atomic_load(&s->moved) && !xs_sock_mine(s))
+		rc = xs_sock_move(s, fd); /* takes move_lock */
+	pthread_mutex_lock(&move_lock);
+	if (rc == 0 && !atomic_load(&s->moved) && xs_sock_mine(s))
+		rc = move_self(s, fd);
+	if (rc || !atomic_load(&s->moved) || move_exec_nr == MOVE_EXEC_MAX) {
+		/* cannot follow: the record of its claim stands (every call
+		 * there fails with ECONNRESET) */
+		xs_info("move",
+			"fd %d: the exec'd program cannot take this "
+			"connection over: %s",
+			fd, strerror(rc ? -rc : ENOSPC));
+		goto out;
+	}
+	pthread_mutex_lock(&s->lock);
+	len = s->prefix_len - s->prefix_off;
+	copy = len ? malloc(len) : NULL;
+	if (copy)
+		memcpy(copy, s->prefix + s->prefix_off, len);
+	state = s->prefix_eof ? XS_HANDOFF_MOVED_EOF : XS_HANDOFF_MOVED;
+	pthread_mutex_unlock(&s->lock);
+	if (len) {
+		mfd = copy ? move_memfd(copy, len) : -ENOMEM;
+		free(copy);
+		if (mfd < 0) {
+			/* those bytes cannot follow: not silently lost */
+			struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+			xs_info("move",
+				"fd %d: %zu unread bytes cannot go "
+				"with the exec (%s): reset",
+				fd, len, strerror(-mfd));
+			(void)xs_real.connect(fd, &unspec, sizeof(unspec));
+			rc = mfd;
+			mfd = -1;
+			len = 0;
+			state = XS_HANDOFF_MOVED;
+		}
+	}
+	xs_handoff_put(fd, state, mfd < 0 ? XS_MOVE_NO_MEMFD : (unsigned)mfd);
+	move_exec[move_exec_nr].fd = fd;
+	move_exec[move_exec_nr++].memfd = mfd;
+	xs_info("move",
+		"fd %d: kernel TCP for the exec'd program, %zu unread "
+		"bytes handed to it%s",
+		fd, len, state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
+out:
+	pthread_mutex_unlock(&move_lock);
+	errno = saved;
+	return rc;
+}
+
+void xs_sock_exec_failed(void)
+{
+	xs_move_exec_failed();
+}
+
+void xs_move_exec_failed(void)
+{
+	int saved = errno;
+	size_t i;
+
+	pthread_mutex_lock(&move_lock);
+	for (i = 0; i < move_exec_nr; i++) {
+		/* the socket stays moved here, its bytes with it */
+		xs_handoff_drop(move_exec[i].fd);
+		if (move_exec[i].memfd >= 0)
+			xs_real.close(move_exec[i].memfd);
+	}
+	move_exec_nr = 0;
+	pthread_mutex_unlock(&move_lock);
+	errno = saved;
+}
+
+bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
+		   unsigned int memfd)
+{
+	char link[64], want[] = "/memfd:" XS_MOVE_MEMFD " ", path[32];
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	struct stat st;
+	ssize_t n;
+
+	if (memfd != XS_MOVE_NO_MEMFD && memfd <= INT_MAX) {
+		/* the fd is the record's only if it is our memfd */
+		snprintf(path, sizeof(path), "/proc/self/fd/%u", memfd);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0 && (size_t)n >= sizeof(want) - 1 &&
+		    !memcmp(link, want, sizeof(want) - 1) &&
+		    fstat((int)memfd, &st) == 0 && st.st_size > 0 &&
+		    (uint64_t)st.st_size <= SIZE_MAX &&
+		    (bytes = malloc((size_t)st.st_size))) {
+			while (len < (size_t)st.st_size) {
+				n = pread((int)memfd, bytes + len,
+					  (size_t)st.st_size - len, (off_t)len);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					break;
+				len += (size_t)n;
+			}
+			xs_real.close((int)memfd);
+		}
+	}
+	xs_info("move",
+		"fd %d: inherited moved to kernel TCP, %zu unread "
+		"bytes from the program before the exec%s",
+		fd, len, state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
+	if (!len && state != XS_HANDOFF_MOVED_EOF) {
+		free(bytes);
+		return false;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->prefix = bytes;
+	s->prefix_len = len;
+	s->prefix_off = 0;
+	s->prefix_eof = state == XS_HANDOFF_MOVED_EOF;
+	atomic_store(&s->prefix_left, true);
+	atomic_store(&s->moved, true);
+	pthread_mutex_unlock(&s->lock);
+	return true;
 }

@@ -1198,6 +1198,18 @@ void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 		atomic_store(&s->neg, (int)state);
 		return;
 	}
+	if (state == XS_HANDOFF_MOVED || state == XS_HANDOFF_MOVED_EOF) {
+		/* kernel TCP here: RDMA could not follow the exec */
+		pthread_mutex_lock(&s->lock);
+		sock_set_kind(s, XS_KIND_TCP, XS_FB_UNSUPPORTED);
+		pthread_mutex_unlock(&s->lock);
+		/* with bytes of the old image to serve first: an RDMA socket
+		 * moved (core/move.c), without a stream, counted as TCP */
+		if (xs_move_adopt(s, fd, state, strip))
+			atomic_store_explicit(&s->kind, XS_KIND_RDMA,
+					      memory_order_release);
+		return;
+	}
 	atomic_store(&s->strip,
 		     state == XS_HANDOFF_ELSEWHERE ? XS_STRIP_FOREIGN : strip);
 	pthread_mutex_lock(&s->lock);

@@ -240,7 +240,7 @@ int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 	socklen_t room, alen = peer ? s->peer_len : s->local_len;
 	int rc;
 
-	if (xs_sock_kind(s) != XS_KIND_RDMA) {
+	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved)) {
 		rc = peer ? xs_real.getpeername(fd, addr, len)
 			  : xs_real.getsockname(fd, addr, len);
 		return rc < 0 ? -errno : 0;

@@ -78,7 +78,7 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 		return fds[0] >= 0;
 	}
 	/* a moved socket's too: an epoll set takes them out by these */
-	if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s))
+	if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) && s->stream)
 		return xs_stream_wait_fds(s->stream, fds);
 	return 0;
 }
@@ -102,8 +102,8 @@ bool xs_sock_poll_arm(struct xs_sock *s)
 
 unsigned long xs_sock_poll_gen(struct xs_sock *s)
 {
-	if (xs_sock_kind(s) != XS_KIND_RDMA)
-		return 0;
+	if (xs_sock_kind(s) != XS_KIND_RDMA || !s->stream)
+		return 0; /* an exec'd image's moved socket has none */
 	return atomic_load_explicit(&s->stream->gen, memory_order_relaxed);
 }
 

@@ -1044,9 +1044,11 @@ static void stream_rndv_progress(struct xs_stream *s)
 		if (e->state != XS_RX_RNDV_WAIT)
 			continue;
 		/* READ ahead of the reader within the budget (and always
-		 * the first region, whatever its size) */
+		 * the first region, whatever its size); every region once
+		 * either side moves to TCP: the peer's may go with its
+		 * program image (an exec, core/move.c) */
 		want = e->rlen - e->roff;
-		if (s->rndv_rx_held && !s->move_pull &&
+		if (s->rndv_rx_held && !s->move_pull && !s->peer_moved &&
 		    s->rndv_rx_held + want > XS_RNDV_RX_HELD)
 			return;
 		slot = stream_slot(s);

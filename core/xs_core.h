@@ -666,6 +666,28 @@ ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
 int xs_sock_move(struct xs_sock *s, int fd);
 
 /**
+ * xs_sock_exec_move() - this process execs, and the new program image
+ *                       inherits socket @s on @fd (no FD_CLOEXEC): an RDMA
+ *                       connection moves to its kernel TCP connection
+ *                       first (core/move.c), and what came over RDMA and
+ *                       nobody read goes to the new image in a memfd
+ * @s:  socket; caller holds a reference; once per socket, not per fd
+ * @fd: one fd of it
+ *
+ * Context: blocks until the peer answered the move and READ our regions
+ * (at most about 20 s); before the exec, in the thread that makes it;
+ * errno as it was. xs_move_exec_failed() undoes the records when the exec
+ * returns.
+ * Return: 0 (also for a socket that is not RDMA: nothing to do), or a
+ *         negative errno: the new image cannot follow this connection
+ *         (its calls fail with ECONNRESET there).
+ */
+int xs_sock_exec_move(struct xs_sock *s, int fd);
+
+/* xs_sock_exec_failed() - see xs_move_exec_failed() (core/core_int.h) */
+void xs_sock_exec_failed(void);
+
+/**
  * xs_sock_take_over() - xs_sock_move() for a socket that needs it: kind
  *                       XS_KIND_RDMA, another process's, not moved yet
  * @s:  socket; caller holds a reference

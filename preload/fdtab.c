@@ -303,3 +303,24 @@ size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
 	*out = calloc(cap, sizeof(**out));
 	return fdtab_walk(first, last, true, *out, *out ? cap : 0);
 }
+
+int xs_fdtab_next(int fd)
+{
+	size_t i = fd < 0 ? 0 : (size_t)fd + 1, c;
+	fdtab_slot *chunk;
+
+	while (i < fdtab.nr_fds) {
+		c = i / XS_FDTAB_CHUNK;
+		chunk = atomic_load_explicit(&fdtab.chunks[c],
+					     memory_order_acquire);
+		if (!chunk) {
+			i = (c + 1) * XS_FDTAB_CHUNK;
+			continue;
+		}
+		for (; i < fdtab.nr_fds && i / XS_FDTAB_CHUNK == c; i++)
+			if (atomic_load_explicit(&chunk[i % XS_FDTAB_CHUNK],
+						 memory_order_relaxed))
+				return (int)i;
+	}
+	return -1;
+}

@@ -115,4 +115,13 @@ struct xs_fdtab_removed {
 size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
 			     struct xs_fdtab_removed **out);
 
+/**
+ * xs_fdtab_next() - the lowest tracked fd above @fd
+ * @fd: -1 for the first
+ *
+ * Walks only the allocated chunks. Context: any thread, lock-free.
+ * Return: that fd, or -1 when there is none.
+ */
+int xs_fdtab_next(int fd);
+
 #endif /* XS_PRELOAD_FDTAB_H */

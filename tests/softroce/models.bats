@@ -239,19 +239,68 @@ wait_server()
 	io_over_rdma fsrv.stats "$io_pid" server
 }
 
-@test "models: exec with a live RDMA connection: both ends see ECONNRESET, no byte lost silently" {
-	srv live python3 "$MODELS" execlive "$port" 65536
-	server_ready live rdma
-	run --separate-stderr timeout 60 env $(xsenv livecli) python3 "$MODELS" execlive-client \
-		"$XS_ADDR_A" "$port" 65536
+# live_client NAME UP ARG... - one checked exchange of models.py
+# execlive-client (UP bytes after the exec's answer; ARGs after them)
+# under xsock, its counters NAME: every byte whole in both directions.
+live_client()
+{
+	local name=$1 up=$2
+	shift 2
+	run --separate-stderr timeout 120 env $(xsenv "$name") python3 "$MODELS" execlive-client \
+		"$XS_ADDR_A" "$port" "$SIZE" --up "$up" "$@"
 	echo "$output"
+	echo "$stderr"
+	((status == 0))
 	[[ "$output" == *"before exec: sha ok"* ]]
-	# the QP died with the old program image; the new one cannot follow
-	[[ "$output" == *"after exec: Connection reset by peer"* ]]
+	[[ "$output" == *"after exec: up ok, down ok, pid "* ]]
+	[[ $(stat "$name" rdma) == 1 ]]
+}
+
+@test "models: exec with a live RDMA connection: it goes on over kernel TCP with its unread bytes" {
+	# The server reads SIZE bytes over RDMA, answers, and execs 0.5 s
+	# later: the client's next 1000 bytes and its FIN have come over
+	# RDMA by then, unread. The connection moves to its kernel TCP
+	# connection before the exec (core/move.c); the new image gets those
+	# bytes and the EOF from the old one, and answers with SIZE bytes.
+	srv live python3 "$MODELS" execlive "$port" 1 "$SIZE"
+	server_ready live rdma
+	live_client livecli 1000
 	wait_server live
-	cat "$XS_RUN_DIR/remote/live.log"
-	grep -qx "after exec: Connection reset by peer" "$XS_RUN_DIR/remote/live.log"
-	[[ $(stat livecli rdma) == 1 ]]
+	cat "$XS_RUN_DIR/remote/live.log" "$XS_RUN_DIR/live.log"
+	grep -qx "after exec: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/live.log"
+	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed to it, then EOF$" \
+		"$XS_RUN_DIR/live.log"
+	grep -q "inherited moved to kernel TCP, 1000 unread bytes from the program before the exec, then EOF$" \
+		"$XS_RUN_DIR/live.log"
+	# the new image carried it over kernel TCP (the first one, gone with
+	# the exec, wrote no counters)
+	local b
+	b=$(stats_blocks "$XS_RUN_DIR/live.stats")
+	echo "$b"
+	[[ $(wc -l <<<"$b") == 1 && "$b" == *" rdma=0 tcp=1 "* ]]
+}
+
+@test "models: exec in the child of a fork (CGI's way): the connection goes on over kernel TCP" {
+	# The parent owns the RDMA connection and waits for its child, which
+	# execs on it: the child asks the parent for the move first. Once
+	# with SIZE bytes and the client's FIN after the exec, once with
+	# 1000 bytes and the FIN before it.
+	srv cgi python3 "$MODELS" execchild "$port" 2 "$SIZE"
+	server_ready cgi rdma
+	live_client cgicli1 "$SIZE" --late-shut
+	live_client cgicli2 1000
+	wait_server cgi
+	cat "$XS_RUN_DIR/remote/cgi.log" "$XS_RUN_DIR/cgi.log"
+	grep -qx "after exec: $SIZE bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
+	grep -qx "after exec: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
+	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/cgi.log") == 2 ]]
+	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed to it, then EOF$" \
+		"$XS_RUN_DIR/cgi.log"
+	# the parent carried both over RDMA, each new image over kernel TCP
+	local b
+	b=$(stats_blocks "$XS_RUN_DIR/cgi.stats")
+	echo "$b"
+	[[ $(grep -c " rdma=2 tcp=0 " <<<"$b") == 1 && $(grep -c " rdma=0 tcp=1 " <<<"$b") == 2 ]]
 }
 
 # after_client NAME ARG... - one checked exchange of models.py
@@ -387,6 +436,35 @@ sum_field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1" | awk '{ t += $1 } END 
 	done
 	# (the sandboxed child cannot open the log: the owner's lines tell)
 	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/sshd.log") == 2 ]]
+}
+
+@test "programs: python3 http.server --cgi: curl gets a CGI script's 1 MiB, 3 times" {
+	command -v curl >/dev/null || { echo "curl not installed (tests/install-deps)"; false; }
+	# The server reads the request and writes the status line over RDMA,
+	# then forks; the child (as nobody, being root) execs the script on
+	# the connection: it moves to kernel TCP first (core/move.c). The
+	# script's files are in the server's /tmp, where nobody may read.
+	local d=/tmp/cgi$BATS_TEST_NUMBER req
+	printf '#!/bin/sh\nprintf "Content-Type: application/octet-stream\\r\\n\\r\\n"\nexec cat %q\n' \
+		"$d/body.bin" >"$XS_RUN_DIR/big.sh"
+	"$XS_REMOTE" bash -c "mkdir -p -m 0755 $d $d/cgi-bin && head -c $SIZE /dev/urandom >$d/body.bin &&
+		chmod 0644 $d/body.bin && install -m 0755 $XS_RUN_DIR/big.sh $d/cgi-bin/big.sh"
+	"$XS_REMOTE" cp "$d/body.bin" "$XS_RUN_DIR/body.bin"
+	srv httpcgi python3 -m http.server --cgi --bind "$XS_ADDR_A" --directory "$d" "$port"
+	server_ready httpcgi rdma
+	for req in 1 2 3; do
+		run --separate-stderr timeout 60 env $(xsenv "curl$req") curl -sS -o "$XS_RUN_DIR/got$req" \
+			-w '%{http_code} %{size_download}' "http://$XS_ADDR_A:$port/cgi-bin/big.sh"
+		echo "$output $stderr"
+		((status == 0))
+		[[ "$output" == "200 $SIZE" ]]
+		cmp "$XS_RUN_DIR/got$req" "$XS_RUN_DIR/body.bin"
+		[[ $(stat "curl$req" rdma) == 1 ]]
+	done
+	"$XS_REMOTE" --kill httpcgi --signal TERM || true
+	cat "$XS_RUN_DIR/remote/httpcgi.log" "$XS_RUN_DIR/httpcgi.log"
+	! grep -q Traceback "$XS_RUN_DIR/remote/httpcgi.log"
+	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/httpcgi.log") == 3 ]]
 }
 
 # nginx_conf DIR WORKERS - a minimal nginx that answers "hello".

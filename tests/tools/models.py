@@ -26,9 +26,21 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
   models.py daemon PORT N SIZE before|after PIDFILE
                                              double fork before or after
                                              listen(), then serve N
-  models.py execlive PORT SIZE               read SIZE bytes, answer, then
-                                             exec with the connection live
-  models.py execlive-client HOST PORT SIZE   its client
+  models.py execlive PORT 1 SIZE             read SIZE bytes, answer, wait
+                                             0.5 s, then exec with the
+                                             connection live; the new
+                                             image reads to EOF and
+                                             answers
+  models.py execchild PORT N SIZE            the same for N connections,
+                                             each exec in the child of a
+                                             fork, the parent waiting for
+                                             it (CGI's way)
+  models.py execlive-client HOST PORT SIZE [--up N] [--late-shut]
+                                             its client: SIZE bytes, then
+                                             N (SIZE) more and SHUT_WR
+                                             once the answer came
+                                             (--late-shut: 1.5 s later,
+                                             after the exec)
   models.py forkafter PORT N SIZE            sshd's way: read the client's
                                              greeting byte by byte, answer
                                              it, then fork; the child does
@@ -362,35 +374,50 @@ def main():
               ("ok" if ok else "MISMATCH", pid.decode(), sha.decode()[:16],
                hashlib.sha256(down).hexdigest()[:16], len(down)))
         libc_exit(0 if ok else 1)
-    elif cmd == "execlive":
-        port, size = int(a[0]), int(a[1])
+    elif cmd in ("execlive", "execchild"):
+        # execchild: the CGI way: the child of a fork execs, the parent
+        # (the connection's owner) waits for it, then closes its copy
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
         ls = listener(port)
-        c, _ = ls.accept()
+        for _ in range(n):
+            c, _ = ls.accept()
+            got = bytearray()
+            while len(got) < size:
+                b = c.recv(size - len(got))
+                if not b:
+                    break
+                got += b
+            c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+            # the client's next bytes (and its FIN, with --shut) come
+            # while this image still runs: unread when it execs
+            time.sleep(0.5)
+            pid = os.fork() if cmd == "execchild" else 0
+            if pid:
+                os.waitpid(pid, 0)
+                c.close()
+                continue
+            ls.close()
+            fd = c.detach()
+            os.set_inheritable(fd, True)
+            os.execv(sys.executable, [sys.executable, __file__,
+                                      "execlive-cont", str(fd), str(size)])
         ls.close()
-        got = bytearray()
-        while len(got) < size:
-            b = c.recv(size - len(got))
-            if not b:
-                break
-            got += b
-        c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
-        fd = c.detach()
-        os.set_inheritable(fd, True)
-        os.execv(sys.executable, [sys.executable, __file__,
-                                  "execlive-cont", str(fd), str(size)])
+        libc_exit(0)
     elif cmd == "execlive-cont":
         s = socket.socket(fileno=int(a[0]))
+        size = int(a[1])
         try:
-            b = s.recv(int(a[1]))
-            print("after exec: recv %d bytes" % len(b))
-            s.sendall(b"after exec\n")
-            print("after exec: send ok")
+            got = read_to_eof(s, b"")
+            s.sendall(b"%s\n%d\n" % (hashlib.sha256(got).hexdigest().encode(),
+                                     os.getpid()) + pattern(b"down", size))
+            print("after exec: %d bytes, then EOF" % len(got))
         except OSError as e:
             print("after exec: %s" % (os.strerror(e.errno)))
         sys.stdout.flush()
         libc_exit(0)
     elif cmd == "execlive-client":
         host, port, size = a[0], int(a[1]), int(a[2])
+        up = int(a[a.index("--up") + 1]) if "--up" in a else size
         s = socket.create_connection((host, port), timeout=60)
         first = pattern(b"first", size)
         s.sendall(first)
@@ -398,13 +425,24 @@ def main():
         print("before exec: %s" % ("sha ok" if line.strip().decode() ==
                                     hashlib.sha256(first).hexdigest()
                                     else "MISMATCH"))
+        second = pattern(b"second", up)
         try:
-            s.sendall(pattern(b"second", size))
-            b = s.recv(65536)
-            print("after exec: got %r" % b[:40])
+            s.sendall(second)
+            if "--late-shut" in a:
+                time.sleep(1.5)  # the server has exec'd by then
+            s.shutdown(socket.SHUT_WR)
+            sha = read_line(s).strip().decode()
+            pid = read_line(s).strip().decode()
+            down = read_to_eof(s, b"")
+            print("after exec: up %s, down %s, pid %s" %
+                  ("ok" if sha == hashlib.sha256(second).hexdigest()
+                   else "MISMATCH",
+                   "ok" if down == pattern(b"down", size) else
+                   "MISMATCH (%d bytes)" % len(down), pid))
         except OSError as e:
             print("after exec: %s" % (os.strerror(e.errno)))
         sys.stdout.flush()
+        libc_exit(0)
 
 
 def write_all(fd, b):
