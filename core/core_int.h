@@ -193,6 +193,7 @@ extern __thread bool xs_forking_helper;
 #define XS_HANDOFF_MOVED     5
 #define XS_HANDOFF_MOVED_EOF 6 /* the same, then EOF: the peer's FIN came */
 #define XS_MOVE_NO_MEMFD     0xffffffffu
+#define XS_MOVE_SHM	     0xfffffffeu /* in /dev/shm/xsock-moved-EUID-KEY */
 #define XS_MOVE_MEMFD	     "xsock-moved" /* memfd_create() name */
 
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
@@ -261,17 +262,11 @@ void xs_sock_move_release(struct xs_sock *s);
 void xs_move_exit(void);
 
 /**
- * xs_move_exec_failed() - the exec that xs_sock_exec_move() prepared for
- *                         failed: its memfds and records go; the sockets
- *                         stay moved here, with their bytes
- */
-void xs_move_exec_failed(void);
-
-/**
- * xs_move_adopt() - the new image's side of xs_sock_exec_move(): socket @s
+ * xs_move_adopt() - the new holder's side of xs_sock_hand(): socket @s
  *                   (fd @fd), recorded with @state XS_HANDOFF_MOVED or
- *                   XS_HANDOFF_MOVED_EOF and @memfd, takes the bytes of
- *                   the memfd (then closed) as its prefix
+ *                   XS_HANDOFF_MOVED_EOF and @memfd (or XS_MOVE_SHM),
+ *                   takes the bytes of the memfd (then closed) or file
+ *                   (then unlinked) as its prefix
  * Return: true when @s has a prefix or an EOF to serve (then it is an RDMA
  *         socket moved, with no stream); false: plain kernel TCP.
  */

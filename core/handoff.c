@@ -19,6 +19,10 @@
  *                                 it cannot follow; every call here
  *                                 fails with ECONNRESET (never a silent
  *                                 byte on the idle TCP connection)
+ *   XS_HANDOFF_MOVED(_EOF)        moved to kernel TCP before an exec,
+ *                                 with the memfd of its unread bytes
+ *                                 (then an EOF) to serve first
+ *                                 (core/move.c)
  * The same table holds, for a while, the clients whose probe this user's
  * listeners answered (client address and port, listening port): the
  * accepting process then knows that a hello is on its way, and waits

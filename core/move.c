@@ -29,12 +29,15 @@
  * A connection that cannot move (owner gone, stream reset, no MOVE from
  * the peer within XS_MOVE_TIMEOUT_MS, the channel closed by the program)
  * fails the asker's calls with ECONNRESET, as before the move existed.
+ * An exec moves every RDMA connection the new image inherits, the owner's
+ * own in place (see "exec" below).
  *
  * Context: the asker, any thread (one move at a time per process,
  * move_lock); the owner, its xsock-probe thread; the fork hooks with
  * core/'s fork locks held.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -755,37 +758,40 @@ void xs_sock_take_over(struct xs_sock *s, int fd)
 		(void)xs_sock_move(s, fd);
 }
 
-/* -------------------------------------------------------------- exec */
+/* ------------------------------------------------ exec and SCM_RIGHTS */
 
 /*
- * A program image that execs takes its QPs with it, and the new one
- * cannot follow an RDMA connection (its state is not inherited). So
- * before an exec every RDMA socket the new image inherits (an fd without
- * FD_CLOEXEC) moves to its kernel TCP connection: this process's own
- * with xs_stream_move_out() here, another process's through its channel
- * (xs_sock_move()). What came over RDMA and nobody read goes to the new
- * image in a memfd named "xsock-moved", recorded with the socket in the
- * handoff table (core/handoff.c); the new image serves those bytes first
- * (xs_move_adopt()). An exec that fails leaves every such socket moved,
- * its bytes still here, and the memfds and records are taken back.
+ * A program image that execs takes its QPs with it, and a process that
+ * gets a socket with SCM_RIGHTS has no way to its owner: neither can
+ * follow an RDMA connection. So before an exec every RDMA socket the new
+ * image inherits (an fd without FD_CLOEXEC), and before a sendmsg() every
+ * RDMA socket it passes, moves to its kernel TCP connection: this
+ * process's own with xs_stream_move_out() here, another process's through
+ * its channel (xs_sock_move()). What came over RDMA and nobody read goes
+ * with it: to an exec'd image in a memfd named "xsock-moved"; to the
+ * receiver of SCM_RIGHTS in /dev/shm/xsock-moved-EUID-KEY (mode 0600,
+ * unlinked by the reader). Either is recorded with the socket in the
+ * handoff table (core/handoff.c), and the new holder serves those bytes
+ * first (xs_move_adopt()). A call that fails leaves every such socket
+ * moved, its bytes still here, and its memfds, files and records go.
  */
 
-/* memfds and records an exec about to happen made (move_lock) */
-#define MOVE_EXEC_MAX 64
-static struct {
-	int fd;	   /* its socket's fd */
-	int memfd; /* -1: none */
-} move_exec[MOVE_EXEC_MAX];
-static size_t move_exec_nr;
+/* The file of @key's bytes for a receiver of SCM_RIGHTS (user @uid). */
+static void move_shm_path(char *path, size_t len, uid_t uid, uint64_t key)
+{
+	snprintf(path, len, "/dev/shm/" XS_MOVE_MEMFD "-%u-%llu",
+		 (unsigned int)uid, (unsigned long long)key);
+}
 
 /*
  * Move this process's own RDMA connection @s (fd @fd) to its kernel TCP
- * connection: the image that owns its QP ends. Waits for the peer to
- * READ every region we announced, which goes with this image too. A
- * connection whose bytes cannot all be delivered is reset on its kernel
- * TCP connection (connect(AF_UNSPEC) is tcp_disconnect(): an RST), so
- * that neither end goes on as if none were lost. Called with move_lock
- * held. Return: 0 or -errno.
+ * connection: the image that owns its QP ends, or the socket goes to a
+ * process that could not reach it. Waits for the peer to READ every
+ * region we announced (they may go with this image). A connection whose
+ * bytes cannot all be delivered is reset on its kernel TCP connection
+ * (connect(AF_UNSPEC) is tcp_disconnect(): an RST), so that neither end
+ * goes on as if none were lost. Called with move_lock held.
+ * Return: 0 or -errno.
  */
 static int move_self(struct xs_sock *s, int fd)
 {
@@ -802,10 +808,8 @@ static int move_self(struct xs_sock *s, int fd)
 	if (rc) {
 		/* bytes may have left the stream, or our last regions were
 		 * not READ: the peer, moved or not, learns of it */
-		xs_info("move",
-			"fd %d: the move before the exec failed (%s): "
-			"reset",
-			fd, strerror(-rc));
+		xs_info("move", "fd %d: the move failed (%s): reset", fd,
+			strerror(-rc));
 		(void)xs_real.connect(fd, &unspec, sizeof(unspec));
 	}
 	if (rc == 0 && (ended & XS_MOVE_SHUT_WR))
@@ -822,39 +826,93 @@ static int move_self(struct xs_sock *s, int fd)
 	return rc;
 }
 
-/* Copy @len bytes of @bytes into a new memfd the exec'd image inherits.
- * Return: its fd, or -errno. */
-static int move_memfd(const uint8_t *bytes, size_t len)
+/* Write all of @len bytes of @bytes to file @fd. Return: 0 or -errno. */
+static int move_write_file(int fd, const uint8_t *bytes, size_t len)
 {
+	size_t off = 0;
 	ssize_t n;
-	size_t off;
-	int mfd;
 
-	mfd = memfd_create(XS_MOVE_MEMFD, 0);
-	if (mfd < 0)
-		return -errno;
-	for (off = 0; off < len; off += (size_t)n) {
-		n = pwrite(mfd, bytes + off, len - off, (off_t)off);
-		if (n < 0 && errno == EINTR) {
-			n = 0;
+	while (off < len) {
+		n = pwrite(fd, bytes + off, len - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
 			continue;
-		}
-		if (n <= 0) {
-			n = n < 0 ? -errno : -EIO;
-			xs_real.close(mfd);
-			return (int)n;
-		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		off += (size_t)n;
 	}
-	return mfd;
+	return 0;
 }
 
-int xs_sock_exec_move(struct xs_sock *s, int fd)
+/* Read all of @fd (a regular file) into a malloc'ed *@bytes, *@len. */
+static void move_read_file(int fd, uint8_t **bytes, size_t *len)
 {
-	int saved = errno, rc = 0, mfd = -1;
-	unsigned int state;
-	uint8_t *copy = NULL;
-	size_t len = 0;
+	struct stat st;
+	size_t got = 0;
+	ssize_t n;
 
+	*bytes = NULL;
+	*len = 0;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > SIZE_MAX ||
+	    !(*bytes = malloc((size_t)st.st_size)))
+		return;
+	while (got < (size_t)st.st_size) {
+		n = pread(fd, *bytes + got, (size_t)st.st_size - got,
+			  (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	*len = got;
+}
+
+/*
+ * Put @len bytes of @bytes where the next holder of socket @fd finds
+ * them: a memfd it inherits (@exec), else the user's file for @key.
+ * Return: the record's strip field (the memfd, or XS_MOVE_SHM), with
+ * *@memfd; or a negative errno.
+ */
+static long move_stash(const uint8_t *bytes, size_t len, bool exec,
+		       uint64_t key, int *memfd)
+{
+	char path[80];
+	int fd, rc;
+
+	if (exec) {
+		fd = memfd_create(XS_MOVE_MEMFD, 0); /* inherited */
+	} else {
+		move_shm_path(path, sizeof(path), geteuid(), key);
+		fd = open(path,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  0600);
+	}
+	if (fd < 0)
+		return -errno;
+	rc = move_write_file(fd, bytes, len);
+	if (rc || !exec) {
+		xs_real.close(fd);
+		if (rc) {
+			if (!exec)
+				unlink(path);
+			return rc;
+		}
+		return XS_MOVE_SHM;
+	}
+	*memfd = fd;
+	return fd;
+}
+
+int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
+{
+	int saved = errno, rc = 0;
+	uint8_t *copy = NULL;
+	unsigned int state;
+	long where;
+	size_t len;
+
+	*h = (struct xs_handed){ .fd = fd, .memfd = -1, .sock = s };
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* its state is recorded where it was decided */
 	if (!atomic_load(&s->moved) && !xs_sock_mine(s))
@@ -862,13 +920,12 @@ int xs_sock_exec_move(struct xs_sock *s, int fd)
 	pthread_mutex_lock(&move_lock);
 	if (rc == 0 && !atomic_load(&s->moved) && xs_sock_mine(s))
 		rc = move_self(s, fd);
-	if (rc || !atomic_load(&s->moved) || move_exec_nr == MOVE_EXEC_MAX) {
+	if (rc || !atomic_load(&s->moved)) {
 		/* cannot follow: the record of its claim stands (every call
 		 * there fails with ECONNRESET) */
 		xs_info("move",
-			"fd %d: the exec'd program cannot take this "
-			"connection over: %s",
-			fd, strerror(rc ? -rc : ENOSPC));
+			"fd %d: the connection cannot go with the %s: %s", fd,
+			exec ? "exec" : "socket passed", strerror(-rc));
 		goto out;
 	}
 	pthread_mutex_lock(&s->lock);
@@ -878,92 +935,106 @@ int xs_sock_exec_move(struct xs_sock *s, int fd)
 		memcpy(copy, s->prefix + s->prefix_off, len);
 	state = s->prefix_eof ? XS_HANDOFF_MOVED_EOF : XS_HANDOFF_MOVED;
 	pthread_mutex_unlock(&s->lock);
+	h->key = xs_handoff_cookie(fd);
+	where = XS_MOVE_NO_MEMFD;
 	if (len) {
-		mfd = copy ? move_memfd(copy, len) : -ENOMEM;
+		where = copy ? move_stash(copy, len, exec, h->key, &h->memfd)
+			     : -ENOMEM;
 		free(copy);
-		if (mfd < 0) {
-			/* those bytes cannot follow: not silently lost */
-			struct sockaddr unspec = { .sa_family = AF_UNSPEC };
-
-			xs_info("move",
-				"fd %d: %zu unread bytes cannot go "
-				"with the exec (%s): reset",
-				fd, len, strerror(-mfd));
-			(void)xs_real.connect(fd, &unspec, sizeof(unspec));
-			rc = mfd;
-			mfd = -1;
-			len = 0;
-			state = XS_HANDOFF_MOVED;
-		}
 	}
-	xs_handoff_put(fd, state, mfd < 0 ? XS_MOVE_NO_MEMFD : (unsigned)mfd);
-	move_exec[move_exec_nr].fd = fd;
-	move_exec[move_exec_nr++].memfd = mfd;
+	if (where < 0) {
+		/* those bytes cannot follow: not silently lost */
+		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+
+		xs_info("move",
+			"fd %d: %zu unread bytes cannot go with the %s (%s): "
+			"reset",
+			fd, len, exec ? "exec" : "socket",
+			strerror((int)-where));
+		(void)xs_real.connect(fd, &unspec, sizeof(unspec));
+		rc = (int)where;
+		where = XS_MOVE_NO_MEMFD;
+		len = 0;
+		state = XS_HANDOFF_MOVED;
+	}
+	xs_handoff_put(fd, state, (unsigned int)where);
+	h->shm = where == XS_MOVE_SHM;
+	h->len = len;
+	h->s = s;
+	xs_sock_get(s);
 	xs_info("move",
-		"fd %d: kernel TCP for the exec'd program, %zu unread "
-		"bytes handed to it%s",
-		fd, len, state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
+		"fd %d: kernel TCP for the %s, %zu unread bytes "
+		"handed over%s",
+		fd, exec ? "exec'd program" : "process it goes to", len,
+		state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
 out:
 	pthread_mutex_unlock(&move_lock);
 	errno = saved;
 	return rc;
 }
 
-void xs_sock_exec_failed(void)
-{
-	xs_move_exec_failed();
-}
-
-void xs_move_exec_failed(void)
+void xs_sock_hand_done(struct xs_handed *h, bool ok)
 {
 	int saved = errno;
-	size_t i;
+	char path[80];
 
-	pthread_mutex_lock(&move_lock);
-	for (i = 0; i < move_exec_nr; i++) {
-		/* the socket stays moved here, its bytes with it */
-		xs_handoff_drop(move_exec[i].fd);
-		if (move_exec[i].memfd >= 0)
-			xs_real.close(move_exec[i].memfd);
+	if (!h->s)
+		return;
+	if (!ok) { /* the socket stays moved here, its bytes with it */
+		xs_handoff_drop(h->fd);
+		if (h->memfd >= 0)
+			xs_real.close(h->memfd);
+		if (h->shm) {
+			move_shm_path(path, sizeof(path), geteuid(), h->key);
+			unlink(path);
+		}
+	} else if (h->len) {
+		/* they went with the socket, to be read there: the kernel
+		 * gives a byte to one reader */
+		pthread_mutex_lock(&h->s->lock);
+		move_prefix_clear(h->s);
+		pthread_mutex_unlock(&h->s->lock);
 	}
-	move_exec_nr = 0;
-	pthread_mutex_unlock(&move_lock);
+	xs_sock_put(h->s);
+	h->s = NULL;
 	errno = saved;
 }
 
 bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
 		   unsigned int memfd)
 {
-	char link[64], want[] = "/memfd:" XS_MOVE_MEMFD " ", path[32];
+	char link[64], want[] = "/memfd:" XS_MOVE_MEMFD " ", path[80];
 	uint8_t *bytes = NULL;
-	size_t len = 0;
 	struct stat st;
+	size_t len = 0;
 	ssize_t n;
+	int f;
 
-	if (memfd != XS_MOVE_NO_MEMFD && memfd <= INT_MAX) {
+	if (memfd == XS_MOVE_SHM) {
+		/* the user's own file, for the socket's key alone */
+		move_shm_path(path, sizeof(path), geteuid(),
+			      xs_handoff_cookie(fd));
+		f = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (f >= 0) {
+			if (fstat(f, &st) == 0 && st.st_uid == geteuid() &&
+			    !(st.st_mode & 077))
+				move_read_file(f, &bytes, &len);
+			xs_real.close(f);
+			unlink(path);
+		}
+	} else if (memfd != XS_MOVE_NO_MEMFD && memfd <= INT_MAX) {
 		/* the fd is the record's only if it is our memfd */
 		snprintf(path, sizeof(path), "/proc/self/fd/%u", memfd);
 		n = readlink(path, link, sizeof(link) - 1);
-		if (n > 0 && (size_t)n >= sizeof(want) - 1 &&
-		    !memcmp(link, want, sizeof(want) - 1) &&
-		    fstat((int)memfd, &st) == 0 && st.st_size > 0 &&
-		    (uint64_t)st.st_size <= SIZE_MAX &&
-		    (bytes = malloc((size_t)st.st_size))) {
-			while (len < (size_t)st.st_size) {
-				n = pread((int)memfd, bytes + len,
-					  (size_t)st.st_size - len, (off_t)len);
-				if (n < 0 && errno == EINTR)
-					continue;
-				if (n <= 0)
-					break;
-				len += (size_t)n;
-			}
+		if (n >= (ssize_t)sizeof(want) - 1 &&
+		    !memcmp(link, want, sizeof(want) - 1)) {
+			move_read_file((int)memfd, &bytes, &len);
 			xs_real.close((int)memfd);
 		}
 	}
 	xs_info("move",
-		"fd %d: inherited moved to kernel TCP, %zu unread "
-		"bytes from the program before the exec%s",
+		"fd %d: came moved to kernel TCP, %zu unread bytes from "
+		"the process before%s",
 		fd, len, state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
 	if (!len && state != XS_HANDOFF_MOVED_EOF) {
 		free(bytes);

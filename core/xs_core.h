@@ -665,27 +665,46 @@ ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
  */
 int xs_sock_move(struct xs_sock *s, int fd);
 
+/* What xs_sock_hand() prepared for one socket (zeroed: nothing). */
+struct xs_handed {
+	int fd;
+	int memfd;    /* for an exec, or -1 */
+	bool shm;     /* the bytes are in /dev/shm/xsock-moved-EUID-KEY */
+	uint64_t key; /* the socket's handoff key */
+	size_t len;   /* unread bytes handed over */
+	const struct xs_sock *sock; /* the socket, whatever came of it */
+	struct xs_sock *s; /* with a reference; NULL: nothing recorded */
+};
+
 /**
- * xs_sock_exec_move() - this process execs, and the new program image
- *                       inherits socket @s on @fd (no FD_CLOEXEC): an RDMA
- *                       connection moves to its kernel TCP connection
- *                       first (core/move.c), and what came over RDMA and
- *                       nobody read goes to the new image in a memfd
- * @s:  socket; caller holds a reference; once per socket, not per fd
- * @fd: one fd of it
+ * xs_sock_hand() - socket @s goes where RDMA cannot follow it: the image
+ *                  an exec makes inherits it on @fd (no FD_CLOEXEC,
+ *                  @exec), or sendmsg() passes @fd with SCM_RIGHTS. An
+ *                  RDMA connection moves to its kernel TCP connection
+ *                  first (core/move.c), and what came over RDMA and
+ *                  nobody read goes with it, recorded for the next holder
+ * @s:    socket; caller holds a reference; once per socket, not per fd
+ * @fd:   one fd of it
+ * @exec: the bytes go in a memfd the new image inherits; else in a file
+ *        of the user's under /dev/shm
+ * @h:    receives what was prepared, for xs_sock_hand_done()
  *
  * Context: blocks until the peer answered the move and READ our regions
- * (at most about 20 s); before the exec, in the thread that makes it;
- * errno as it was. xs_move_exec_failed() undoes the records when the exec
- * returns.
+ * (at most about 20 s); errno as it was.
  * Return: 0 (also for a socket that is not RDMA: nothing to do), or a
- *         negative errno: the new image cannot follow this connection
+ *         negative errno: the next holder cannot follow this connection
  *         (its calls fail with ECONNRESET there).
  */
-int xs_sock_exec_move(struct xs_sock *s, int fd);
+int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h);
 
-/* xs_sock_exec_failed() - see xs_move_exec_failed() (core/core_int.h) */
-void xs_sock_exec_failed(void);
+/**
+ * xs_sock_hand_done() - the call xs_sock_hand() prepared for returned:
+ *                       @ok (the socket went) drops this process's copy
+ *                       of the bytes handed over; otherwise the memfd,
+ *                       file and record go, and the socket stays moved
+ *                       here with its bytes. Drops @h's reference.
+ */
+void xs_sock_hand_done(struct xs_handed *h, bool ok);
 
 /**
  * xs_sock_take_over() - xs_sock_move() for a socket that needs it: kind

@@ -4,7 +4,7 @@
  * A new program image inherits the sockets whose fds lack FD_CLOEXEC, and
  * nothing of this library's state: before the real call, each RDMA
  * connection among them moves to its kernel TCP connection, its unread
- * bytes handed over (xs_sock_exec_move(), core/move.c); an exec that
+ * bytes handed over (xs_sock_hand(), core/move.c); an exec that
  * returns (it failed) takes back what was prepared for the new image.
  * execl, execlp and execle become execv, execvp and execve: glibc's own
  * reach the kernel without a call this library could see.
@@ -17,55 +17,65 @@
 
 #include "preload.h"
 
-/* Whether @s is among the first @nr of @seen. */
-static bool exec_seen(struct xs_sock *const *seen, size_t nr,
-		      const struct xs_sock *s)
+/* What exec_prepare() handed over, for exec_failed(). */
+struct exec_handed {
+	struct xs_handed *h; /* malloc'ed */
+	size_t nr;
+};
+
+/* Whether socket @s is among those of @e. */
+static bool exec_seen(const struct exec_handed *e, const struct xs_sock *s)
 {
 	size_t i;
 
-	for (i = 0; i < nr; i++)
-		if (seen[i] == s)
+	for (i = 0; i < e->nr; i++)
+		if (e->h[i].sock == s)
 			return true;
 	return false;
 }
 
 /* Hand every inheritable RDMA socket to the image an exec makes; dup'ed
  * fds share a socket: it goes once. */
-static void exec_prepare(void)
+static void exec_prepare(struct exec_handed *e)
 {
-	struct xs_sock **seen = NULL, **n, *s;
-	size_t nr = 0, cap = 0, i;
+	struct xs_handed h, *n;
+	size_t cap = 0;
+	struct xs_sock *s;
 	int fd = -1, fl;
 
+	e->h = NULL;
+	e->nr = 0;
 	while ((fd = xs_fdtab_next(fd)) >= 0) {
 		if (!(s = xs_fdtab_get(fd)))
 			continue;
 		fl = xs_real.fcntl(fd, F_GETFD);
-		if (xs_sock_kind(s) != XS_KIND_RDMA || fl < 0 ||
-		    (fl & FD_CLOEXEC) || exec_seen(seen, nr, s)) {
-			xs_sock_put(s);
-			continue;
+		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
+		    !(fl & FD_CLOEXEC) && !exec_seen(e, s)) {
+			(void)xs_sock_hand(s, fd, true, &h);
+			if (e->nr == cap &&
+			    (n = realloc(e->h,
+					 (cap ? 2 * cap : 8) * sizeof(*n)))) {
+				e->h = n;
+				cap = cap ? 2 * cap : 8;
+			}
+			if (e->nr < cap)
+				e->h[e->nr++] = h;
+			else /* kept only if the exec fails: let it go */
+				xs_sock_hand_done(&h, true);
 		}
-		(void)xs_sock_exec_move(s, fd);
-		if (nr == cap &&
-		    (n = realloc(seen, (cap ? 2 * cap : 16) * sizeof(*n)))) {
-			seen = n;
-			cap = cap ? 2 * cap : 16;
-		}
-		if (nr < cap)
-			seen[nr++] = s; /* its reference, until the end */
-		else
-			xs_sock_put(s);
+		xs_sock_put(s);
 	}
-	for (i = 0; i < nr; i++)
-		xs_sock_put(seen[i]);
-	free(seen);
 }
 
-/* After an exec that returned: @rc, with errno as the exec left it. */
-static int exec_failed(int rc)
+/* After an exec that returned: @rc, with errno as the exec left it; what
+ * @e prepared goes. */
+static int exec_failed(struct exec_handed *e, int rc)
 {
-	XS_SAVE_ERRNO(xs_sock_exec_failed());
+	size_t i;
+
+	for (i = 0; i < e->nr; i++)
+		xs_sock_hand_done(&e->h[i], false);
+	XS_SAVE_ERRNO(free(e->h));
 	return rc;
 }
 
@@ -73,26 +83,32 @@ static int exec_failed(int rc)
  * interposed name (tests/check-symbols). */
 static int exec_ve(const char *path, char *const argv[], char *const envp[])
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(execve, path, argv, envp);
-	exec_prepare();
-	return exec_failed(XS_CALL(execve, path, argv, envp));
+	exec_prepare(&e);
+	return exec_failed(&e, XS_CALL(execve, path, argv, envp));
 }
 
 static int exec_v(const char *path, char *const argv[])
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(execv, path, argv);
-	exec_prepare();
-	return exec_failed(XS_CALL(execv, path, argv));
+	exec_prepare(&e);
+	return exec_failed(&e, XS_CALL(execv, path, argv));
 }
 
 static int exec_vp(const char *file, char *const argv[])
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(execvp, file, argv);
-	exec_prepare();
-	return exec_failed(XS_CALL(execvp, file, argv));
+	exec_prepare(&e);
+	return exec_failed(&e, XS_CALL(execvp, file, argv));
 }
 
 XS_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -112,27 +128,34 @@ XS_EXPORT int execvp(const char *file, char *const argv[])
 
 XS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(execvpe, file, argv, envp);
-	exec_prepare();
-	return exec_failed(XS_CALL(execvpe, file, argv, envp));
+	exec_prepare(&e);
+	return exec_failed(&e, XS_CALL(execvpe, file, argv, envp));
 }
 
 XS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(fexecve, fd, argv, envp);
-	exec_prepare();
-	return exec_failed(XS_CALL(fexecve, fd, argv, envp));
+	exec_prepare(&e);
+	return exec_failed(&e, XS_CALL(fexecve, fd, argv, envp));
 }
 
 XS_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 		       char *const envp[], int flags)
 {
+	struct exec_handed e;
+
 	if (!xs_enter())
 		return XS_CALL(execveat, dirfd, path, argv, envp, flags);
-	exec_prepare();
-	return exec_failed(XS_CALL(execveat, dirfd, path, argv, envp, flags));
+	exec_prepare(&e);
+	return exec_failed(&e,
+			   XS_CALL(execveat, dirfd, path, argv, envp, flags));
 }
 
 /*

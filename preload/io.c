@@ -412,27 +412,32 @@ XS_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	return io_send(s, fd, &v, 1, flags);
 }
 
-/* A socket about to go to another process with SCM_RIGHTS. */
-static void io_pass_right(int fd)
-{
-	struct xs_sock *s = xs_fdtab_get(fd);
-
-	if (s) {
-		xs_sock_passed(s);
-		xs_sock_put(s);
-	}
-}
+/* What io_pass_rights() handed over for one sendmsg(): the first
+ * IO_PASS_MAX RDMA connections of a message (a further one cannot follow:
+ * ECONNRESET in the receiver), on the caller's stack. */
+#define IO_PASS_MAX 16
+struct io_passed {
+	struct xs_handed h[IO_PASS_MAX];
+	size_t nr;
+};
 
 /*
- * The sockets @umsg passes with SCM_RIGHTS, read from copies, so that a
- * bad pointer is the kernel's EFAULT to report. The kernel takes at most
- * SCM_MAX_FD (253) fds a message.
+ * The sockets @umsg passes with SCM_RIGHTS (read from copies, so that a
+ * bad pointer is the kernel's EFAULT to report; the kernel takes at most
+ * SCM_MAX_FD, 253, fds a message) go to another process: an RDMA
+ * connection among them moves to its kernel TCP connection first, its
+ * unread bytes handed over (xs_sock_hand()), into @p.
  */
-static void io_note_rights(const struct msghdr *umsg)
+static void io_pass_rights(const struct msghdr *umsg, struct io_passed *p)
 {
 	char ctl[CMSG_SPACE(sizeof(int) * 253)];
 	struct msghdr m = { 0 };
+	struct cmsghdr *c;
+	struct xs_sock *s;
+	size_t i, k, n;
+	int fd;
 
+	p->nr = 0;
 	if (xs_copy_in(&m, umsg, sizeof(m)) || !m.msg_control ||
 	    !m.msg_controllen)
 		return;
@@ -441,7 +446,33 @@ static void io_note_rights(const struct msghdr *umsg)
 	if (xs_copy_in(ctl, m.msg_control, m.msg_controllen))
 		return;
 	m.msg_control = ctl;
-	io_each_right(&m, io_pass_right);
+	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			if (!(s = xs_fdtab_get(fd)))
+				continue;
+			xs_sock_passed(s);
+			for (k = 0; k < p->nr && p->h[k].sock != s; k++)
+				;
+			if (k == p->nr && p->nr < IO_PASS_MAX &&
+			    xs_sock_kind(s) == XS_KIND_RDMA)
+				(void)xs_sock_hand(s, fd, false,
+						   &p->h[p->nr++]);
+			xs_sock_put(s);
+		}
+	}
+}
+
+/* The sendmsg() that io_pass_rights() prepared @p for returned @rc. */
+static void io_passed_done(struct io_passed *p, ssize_t rc)
+{
+	size_t i;
+
+	for (i = 0; i < p->nr; i++)
+		xs_sock_hand_done(&p->h[i], rc >= 0);
 }
 
 /* sendmsg(), and each message of sendmmsg() */
@@ -453,8 +484,13 @@ static ssize_t sendmsg_common(int fd, const struct msghdr *msg, int flags)
 	if (IO_FAILED(s))
 		return io_failed(s);
 	if (!s) {
-		XS_SAVE_ERRNO(io_note_rights(msg));
-		return XS_CALL(sendmsg, fd, msg, flags);
+		struct io_passed passed;
+		ssize_t n;
+
+		XS_SAVE_ERRNO(io_pass_rights(msg, &passed));
+		n = XS_CALL(sendmsg, fd, msg, flags);
+		XS_SAVE_ERRNO(io_passed_done(&passed, n));
+		return n;
 	}
 	if (!msg)
 		return io_fail(s, -EFAULT);

@@ -212,6 +212,33 @@ wait_server()
 	[[ "$b" == *" rdma=2 tcp=0 "* && "$b" == *" received=$((2 * SIZE))" ]]
 }
 
+@test "models: SCM_RIGHTS of a live RDMA connection: it goes on over kernel TCP with its unread bytes" {
+	# The acceptor reads SIZE bytes over RDMA, answers, and passes the
+	# socket 0.5 s later to a worker forked before the connection was
+	# made (so not one that could ask for it): once with the client's
+	# next 1000 bytes and its FIN unread, once with SIZE bytes and the
+	# FIN after the pass.
+	srv scml python3 "$MODELS" scmlive "$port" 2 "$SIZE"
+	server_ready scml rdma
+	live_client scmcli1 1000
+	live_client scmcli2 "$SIZE" --late-shut
+	wait_server scml
+	cat "$XS_RUN_DIR/remote/scml.log" "$XS_RUN_DIR/scml.log"
+	grep -qx "after pass: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/scml.log"
+	grep -qx "after pass: $SIZE bytes, then EOF" "$XS_RUN_DIR/remote/scml.log"
+	grep -q "kernel TCP for the process it goes to, 1000 unread bytes handed over, then EOF$" \
+		"$XS_RUN_DIR/scml.log"
+	grep -q "came moved to kernel TCP, 1000 unread bytes from the process before, then EOF$" \
+		"$XS_RUN_DIR/scml.log"
+	# the acceptor carried both over RDMA, the worker over kernel TCP
+	local b
+	b=$(stats_blocks "$XS_RUN_DIR/scml.stats")
+	echo "$b"
+	[[ $(grep -c " rdma=2 tcp=0 " <<<"$b") == 1 && $(grep -c " rdma=0 tcp=2 " <<<"$b") == 1 ]]
+	# nothing left behind for a receiver that never came
+	! "$XS_REMOTE" bash -c 'ls /dev/shm | grep -q "^xsock-moved-"'
+}
+
 @test "models: daemons: double fork before listen(), and after it" {
 	local when
 	for when in before after; do
@@ -268,9 +295,9 @@ live_client()
 	wait_server live
 	cat "$XS_RUN_DIR/remote/live.log" "$XS_RUN_DIR/live.log"
 	grep -qx "after exec: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/live.log"
-	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed to it, then EOF$" \
+	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed over, then EOF$" \
 		"$XS_RUN_DIR/live.log"
-	grep -q "inherited moved to kernel TCP, 1000 unread bytes from the program before the exec, then EOF$" \
+	grep -q "came moved to kernel TCP, 1000 unread bytes from the process before, then EOF$" \
 		"$XS_RUN_DIR/live.log"
 	# the new image carried it over kernel TCP (the first one, gone with
 	# the exec, wrote no counters)
@@ -294,7 +321,7 @@ live_client()
 	grep -qx "after exec: $SIZE bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
 	grep -qx "after exec: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
 	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/cgi.log") == 2 ]]
-	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed to it, then EOF$" \
+	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed over, then EOF$" \
 		"$XS_RUN_DIR/cgi.log"
 	# the parent carried both over RDMA, each new image over kernel TCP
 	local b

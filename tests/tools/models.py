@@ -31,6 +31,9 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              connection live; the new
                                              image reads to EOF and
                                              answers
+  models.py scmlive PORT N SIZE              as execlive, for N connections,
+                                             each passed with SCM_RIGHTS
+                                             to a worker forked before
   models.py execchild PORT N SIZE            the same for N connections,
                                              each exec in the child of a
                                              fork, the parent waiting for
@@ -267,6 +270,39 @@ def main():
         ls = listener(port)
         for _ in range(n):
             c, _ = ls.accept()
+            socket.send_fds(here, [b"x"], [c.fileno()])
+            c.close()
+        os.waitpid(pid, 0)
+        libc_exit(0)
+    elif cmd == "scmlive":
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            here.close()
+            for _ in range(n):
+                _, fds, _, _ = socket.recv_fds(there, 16, 1)
+                s = socket.socket(fileno=fds[0])
+                got = read_to_eof(s, b"")
+                s.sendall(b"%s\n%d\n" % (
+                    hashlib.sha256(got).hexdigest().encode(), os.getpid()) +
+                    pattern(b"down", size))
+                s.close()
+                print("after pass: %d bytes, then EOF" % len(got))
+                sys.stdout.flush()
+            libc_exit(0)
+        there.close()
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            got = bytearray()
+            while len(got) < size:
+                b = c.recv(size - len(got))
+                if not b:
+                    break
+                got += b
+            c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+            time.sleep(0.5)  # the client's next bytes come meanwhile
             socket.send_fds(here, [b"x"], [c.fileno()])
             c.close()
         os.waitpid(pid, 0)
