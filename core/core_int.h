@@ -192,9 +192,14 @@ extern __thread bool xs_forking_helper;
  * strip field is the memfd of the bytes unread, or XS_MOVE_NO_MEMFD */
 #define XS_HANDOFF_MOVED     5
 #define XS_HANDOFF_MOVED_EOF 6 /* the same, then EOF: the peer's FIN came */
-#define XS_MOVE_NO_MEMFD     0xffffffffu
-#define XS_MOVE_SHM	     0xfffffffeu /* in /dev/shm/xsock-moved-EUID-KEY */
-#define XS_MOVE_MEMFD	     "xsock-moved" /* memfd_create() name */
+/* another process's RDMA connection, lent to an exec'd image with the
+ * channel to its owner: strip is the channel's fd (core/move.c) */
+#define XS_HANDOFF_LENT 7
+/* that channel: strip is the owner's pid */
+#define XS_HANDOFF_CHANNEL 8
+#define XS_MOVE_NO_MEMFD   0xffffffffu
+#define XS_MOVE_SHM	   0xfffffffeu	 /* in /dev/shm/xsock-moved-EUID-KEY */
+#define XS_MOVE_MEMFD	   "xsock-moved" /* memfd_create() name */
 
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
  * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */
@@ -261,6 +266,10 @@ struct xs_sock *xs_sock_live_find(uint64_t cookie);
 void xs_sock_move_release(struct xs_sock *s);
 void xs_move_exit(void);
 
+/* xs_move_exit_push() - at exit: the bytes kept for children of the
+ * connections closed here go to them now (core/move.c) */
+void xs_move_exit_push(void);
+
 /**
  * xs_move_adopt() - the new holder's side of xs_sock_hand(): socket @s
  *                   (fd @fd), recorded with @state XS_HANDOFF_MOVED or
@@ -272,6 +281,16 @@ void xs_move_exit(void);
  */
 bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
 		   unsigned int memfd);
+
+/**
+ * xs_move_adopt_lent() - the new image's side of an exec that lent it
+ *                        another process's RDMA connection: socket @s
+ *                        (fd @fd) asks that owner through channel @chan
+ *                        at its first use (core/move.c)
+ * Return: true, or false when @chan is no channel of ours (then its calls
+ *         fail with ECONNRESET).
+ */
+bool xs_move_adopt_lent(struct xs_sock *s, int fd, unsigned int chan);
 
 /* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
 void xs_sock_move_free(struct xs_sock *s);

@@ -38,11 +38,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -61,6 +63,9 @@
 #define XS_MOVE_TIMEOUT_MS 10000
 
 #define MOVE_MAGIC 0x58534d56u /* "XSMV" */
+/* move_rep.ended beside XS_MOVE_*: the bytes are in the user's file for
+ * the connection (/dev/shm/xsock-moved-EUID-KEY), not on the channel */
+#define XS_MOVE_FILE 0x100u
 
 struct move_req {
 	uint32_t magic;
@@ -102,6 +107,10 @@ static struct {
 	int fd;
 } move_ask_fds[MOVE_ASK_MAX];
 static uint32_t move_seq; /* asker: the last request's (move_lock) */
+/* owner: one move of its own connections at a time, and one writer of
+ * its channels (the probe thread's answers, the pushes at exit): held
+ * around xs_stream_move_out() and every answer written */
+static pthread_mutex_t move_out_lock = PTHREAD_MUTEX_INITIALIZER;
 /* owner: its ends of the channels of its children (move_own_lock) */
 static pthread_mutex_t move_own_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct move_chan *move_own;
@@ -110,6 +119,12 @@ static size_t move_nr_own, move_cap_own;
 static int move_fork_fds[2] = { -1, -1 };
 static uint64_t *move_fork_cookies;
 static size_t move_fork_nr;
+
+static void move_prefix_clear(struct xs_sock *s);
+static int move_keep_pushed(int u, const struct move_rep *rep);
+static void move_file_take(uint64_t key, uint8_t **bytes, size_t *len);
+static long move_stash(const uint8_t *bytes, size_t len, bool exec,
+		       uint64_t key, int *memfd);
 
 void xs_move_atfork_prepare(uint64_t *cookies, size_t nr)
 {
@@ -175,6 +190,7 @@ void xs_move_atfork_child(pid_t parent)
 	move_fork_cookies = NULL;
 	pthread_mutex_init(&move_own_lock, NULL);
 	pthread_mutex_init(&move_lock, NULL);
+	pthread_mutex_init(&move_out_lock, NULL);
 	if (move_fork_fds[0] < 0)
 		return;
 	xs_real.close(move_fork_fds[0]);
@@ -268,10 +284,57 @@ static int move_read_all(int fd, void *buf, size_t len, int timeout_ms)
 
 /* ---------------------------------------------------------- the owner */
 
+/*
+ * Connections this process let go (closed, or it ends) while a child
+ * forked after they went live may still hold them (xs_sock_let_go()):
+ * moved to kernel TCP, with what came over RDMA and nobody read, for the
+ * first child that asks (move_own_lock). An entry goes when it is asked
+ * for, or with the last channel whose child could ask for it.
+ */
+struct move_left {
+	uint64_t cookie;
+	uint8_t *bytes; /* malloc'ed, or NULL */
+	size_t len;
+	unsigned int ended; /* XS_MOVE_* */
+	struct move_left *next;
+};
+static struct move_left *move_lefts;
+
+/* Whether a child's channel lists @cookie. Called with move_own_lock. */
+static bool move_held_locked(uint64_t cookie)
+{
+	size_t i, k;
+
+	for (i = 0; i < move_nr_own; i++)
+		for (k = 0; k < move_own[i].nr; k++)
+			if (move_own[i].cookies[k] == cookie)
+				return true;
+	return false;
+}
+
+/* Take @cookie's entry of move_lefts (NULL: none). */
+static struct move_left *move_left_take(uint64_t cookie)
+{
+	struct move_left **pp, *l = NULL;
+
+	pthread_mutex_lock(&move_own_lock);
+	for (pp = &move_lefts; *pp; pp = &(*pp)->next) {
+		if ((*pp)->cookie == cookie) {
+			l = *pp;
+			*pp = l->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&move_own_lock);
+	return l;
+}
+
 /* Forget channel @fd: its child and the child's descendants are gone. */
 static void move_own_drop(int fd)
 {
 	size_t i;
+
+	struct move_left **pp, *l;
 
 	pthread_mutex_lock(&move_own_lock);
 	for (i = 0; i < move_nr_own; i++) {
@@ -280,6 +343,17 @@ static void move_own_drop(int fd)
 			move_own[i] = move_own[--move_nr_own];
 			break;
 		}
+	}
+	/* what no child left can ask for: gone, as with a socket's last
+	 * close */
+	for (pp = &move_lefts; (l = *pp);) {
+		if (move_held_locked(l->cookie)) {
+			pp = &l->next;
+			continue;
+		}
+		*pp = l->next;
+		free(l->bytes);
+		free(l);
 	}
 	pthread_mutex_unlock(&move_own_lock);
 	xs_real.close(fd);
@@ -353,6 +427,44 @@ static void move_take_back(int cfd, const struct move_req *req,
 	(void)move_write_all(cfd, rep, sizeof(*rep), true);
 }
 
+/* The answer for @cookie, a connection this process let go: its entry
+ * of move_lefts. Return: 0, or -ENOENT for none. */
+static int move_serve_left(uint64_t cookie, uint8_t **bytes, size_t *len,
+			   unsigned int *ended)
+{
+	struct move_left *l = move_left_take(cookie);
+
+	if (!l)
+		return -ENOENT;
+	*bytes = l->bytes;
+	*len = l->len;
+	*ended = l->ended;
+	free(l);
+	return 0;
+}
+
+/* The answer for moved socket @s of ours: its bytes not read here. */
+static void move_serve_moved(struct xs_sock *s, uint8_t **bytes, size_t *len,
+			     unsigned int *ended)
+{
+	/* let go here while a child held it: those bytes are the child's */
+	if (move_serve_left(s->rdma_cookie, bytes, len, ended) == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	*ended = s->prefix_eof ? XS_MOVE_EOF : 0;
+	if (s->prefix_off < s->prefix_len) {
+		*len = s->prefix_len - s->prefix_off;
+		*bytes = malloc(*len);
+		if (*bytes) {
+			memcpy(*bytes, s->prefix + s->prefix_off, *len);
+			move_prefix_clear(s);
+		} else {
+			*len = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 void xs_move_serve(int cfd)
 {
 	struct move_rep rep = { .magic = MOVE_MAGIC };
@@ -369,8 +481,10 @@ void xs_move_serve(int cfd)
 	}
 	rep.cookie = req.cookie;
 	rep.seq = req.seq;
+	pthread_mutex_lock(&move_out_lock);
 	if (req.kind == MOVE_GIVE) {
 		move_take_back(cfd, &req, &rep);
+		pthread_mutex_unlock(&move_out_lock);
 		return;
 	}
 	if (req.kind != MOVE_ASK || req.len)
@@ -378,11 +492,12 @@ void xs_move_serve(int cfd)
 	else if (!req.cookie || !move_allowed(cfd, req.cookie))
 		rc = -EPERM; /* not one the child got from us */
 	else if (!(s = xs_sock_live_find(req.cookie)))
-		rc = -ENOENT;
+		rc = move_serve_left(req.cookie, &bytes, &len, &rep.ended);
 	else if (atomic_load(&s->moved))
-		/* asked before: the kernel's now, nothing unread but an
-		 * EOF that came over RDMA */
-		rep.ended = s->prefix_eof ? XS_MOVE_EOF : 0;
+		/* asked before, or moved here: the kernel's now; what is
+		 * still unread here goes to the asker, as the kernel gives
+		 * a byte to one reader */
+		move_serve_moved(s, &bytes, &len, &rep.ended);
 	else
 		rc = xs_stream_move_out(s->stream, XS_MOVE_TIMEOUT_MS, &bytes,
 					&len, &rep.ended);
@@ -410,6 +525,7 @@ void xs_move_serve(int cfd)
 	rep.len = len;
 	if (move_write_all(cfd, &rep, sizeof(rep), true) == 0 && len)
 		(void)move_write_all(cfd, bytes, len, true);
+	pthread_mutex_unlock(&move_out_lock);
 	free(bytes);
 }
 
@@ -434,6 +550,8 @@ static int move_ask_fd(pid_t owner)
 {
 	int i;
 
+	if (owner <= 0)
+		return -1; /* none: a socket that came without its owner */
 	for (i = 0; i < MOVE_ASK_MAX; i++)
 		if (move_ask_fds[i].owner == owner)
 			return move_ask_fds[i].fd;
@@ -463,11 +581,93 @@ static int move_call(int u, const struct move_req *req, const void *data,
 			rc = -EPROTO;
 		if (rc || (rep->seq == req->seq && rep->cookie == req->cookie))
 			break;
-		rc = move_read_all(u, NULL, (size_t)rep->len, 5000);
+		if (rep->seq == 0 && rep->status == 0) /* pushed meanwhile */
+			rc = move_keep_pushed(u, rep);
+		else
+			rc = move_read_all(u, NULL, (size_t)rep->len, 5000);
 		if (rc == 0 && xs_now_us() >= deadline)
 			rc = -ETIMEDOUT;
 	}
 	return rc;
+}
+
+/*
+ * Answers an owner sent unasked as it let connections go at its end
+ * (xs_sock_let_go()), each for the first asker of its cookie here
+ * (move_lock).
+ */
+struct move_pushed {
+	uint64_t cookie;
+	uint8_t *bytes;
+	size_t len;
+	unsigned int ended;
+	struct move_pushed *next;
+};
+static struct move_pushed *move_pushed;
+
+/* Keep the pushed answer @rep whose bytes follow on channel @u. */
+static int move_keep_pushed(int u, const struct move_rep *rep)
+{
+	struct move_pushed *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p || rep->len > (64u << 20) ||
+	    (rep->len && !(p->bytes = malloc((size_t)rep->len)))) {
+		free(p);
+		return move_read_all(u, NULL, (size_t)rep->len, 5000);
+	}
+	rc = move_read_all(u, p->bytes, (size_t)rep->len, 5000);
+	if (rc) {
+		free(p->bytes);
+		free(p);
+		return rc;
+	}
+	p->cookie = rep->cookie;
+	p->len = (size_t)rep->len;
+	p->ended = rep->ended & ~XS_MOVE_FILE;
+	if (rep->ended & XS_MOVE_FILE) /* the bytes wait in a file */
+		move_file_take(rep->cookie, &p->bytes, &p->len);
+	p->next = move_pushed;
+	move_pushed = p;
+	return 0;
+}
+
+/* Read every answer waiting on channel @u (the owner may be gone). */
+static void move_read_pushed(int u)
+{
+	struct pollfd p = { .fd = u, .events = POLLIN };
+	struct move_rep rep;
+
+	while (xs_real.poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+		if (move_read_all(u, &rep, sizeof(rep), 1000) ||
+		    rep.magic != MOVE_MAGIC)
+			return;
+		if (rep.seq == 0 && rep.status == 0) {
+			if (move_keep_pushed(u, &rep))
+				return;
+		} else if (move_read_all(u, NULL, (size_t)rep.len, 5000)) {
+			return;
+		}
+	}
+}
+
+/* Take the pushed answer for @cookie. Return: true when there was one. */
+static bool move_take_pushed(uint64_t cookie, uint8_t **bytes, size_t *len,
+			     unsigned int *ended)
+{
+	struct move_pushed **pp, *p;
+
+	for (pp = &move_pushed; (p = *pp); pp = &p->next) {
+		if (p->cookie != cookie)
+			continue;
+		*pp = p->next;
+		*bytes = p->bytes;
+		*len = p->len;
+		*ended = p->ended;
+		free(p);
+		return true;
+	}
+	return false;
 }
 
 static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
@@ -481,7 +681,15 @@ static int move_ask(pid_t owner, uint64_t cookie, uint8_t **bytes, size_t *len,
 
 	if (u < 0)
 		return -ESRCH; /* not forked from the owner since it owned */
+	move_read_pushed(u);
+	if (move_take_pushed(cookie, bytes, len, ended))
+		return 0; /* the owner let it go before we asked */
 	rc = move_call(u, &req, NULL, 0, &rep, XS_MOVE_TIMEOUT_MS + 5000);
+	if (rc == 0 && rep.status == 0 && !rep.len &&
+	    move_take_pushed(cookie, bytes, len, ended))
+		return 0; /* pushed while we asked: those are the bytes */
+	if (rc && move_take_pushed(cookie, bytes, len, ended))
+		return 0; /* the owner ended, pushing them first */
 	if (rc == 0 && rep.status)
 		return rep.status;
 	if (rc == 0 && rep.len) {
@@ -790,10 +998,10 @@ static void move_shm_path(char *path, size_t len, uid_t uid, uint64_t key)
  * region we announced (they may go with this image). A connection whose
  * bytes cannot all be delivered is reset on its kernel TCP connection
  * (connect(AF_UNSPEC) is tcp_disconnect(): an RST), so that neither end
- * goes on as if none were lost. Called with move_lock held.
+ * goes on as if none were lost. Called with move_out_lock held.
  * Return: 0 or -errno.
  */
-static int move_self(struct xs_sock *s, int fd)
+static int move_self(struct xs_sock *s, int fd, unsigned int *endedp)
 {
 	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
 	unsigned int ended = 0;
@@ -810,9 +1018,10 @@ static int move_self(struct xs_sock *s, int fd)
 		 * not READ: the peer, moved or not, learns of it */
 		xs_info("move", "fd %d: the move failed (%s): reset", fd,
 			strerror(-rc));
-		(void)xs_real.connect(fd, &unspec, sizeof(unspec));
+		if (fd >= 0)
+			(void)xs_real.connect(fd, &unspec, sizeof(unspec));
 	}
-	if (rc == 0 && (ended & XS_MOVE_SHUT_WR))
+	if (rc == 0 && fd >= 0 && (ended & XS_MOVE_SHUT_WR))
 		(void)xs_real.shutdown(fd, SHUT_WR);
 	pthread_mutex_lock(&s->lock);
 	s->prefix = bytes;
@@ -823,6 +1032,8 @@ static int move_self(struct xs_sock *s, int fd)
 	atomic_store(&s->moved, true);
 	pthread_mutex_unlock(&s->lock);
 	xs_wake_all(); /* a waiter of ours looks at the kernel fd now */
+	if (endedp)
+		*endedp = ended;
 	return rc;
 }
 
@@ -904,6 +1115,84 @@ static long move_stash(const uint8_t *bytes, size_t len, bool exec,
 	return fd;
 }
 
+/*
+ * Lend the image an exec makes our channel to the owner of @s (fd @fd),
+ * which it inherits (FD_CLOEXEC cleared until the exec fails), and record
+ * both: the channel with its owner's pid, the socket with the channel's
+ * fd (xs_move_adopt()). Return: 0, or -ESRCH without a channel.
+ */
+static int move_lend(struct xs_sock *s, int fd, struct xs_handed *h)
+{
+	int u;
+
+	pthread_mutex_lock(&move_lock);
+	u = move_ask_fd(s->rdma_pid);
+	if (u < 0 || xs_real.fcntl(u, F_SETFD, 0) < 0) {
+		pthread_mutex_unlock(&move_lock);
+		return -ESRCH;
+	}
+	xs_handoff_put(u, XS_HANDOFF_CHANNEL, (unsigned int)s->rdma_pid);
+	xs_handoff_put(fd, XS_HANDOFF_LENT, (unsigned int)u);
+	pthread_mutex_unlock(&move_lock);
+	h->chan = u;
+	h->s = s;
+	xs_sock_get(s);
+	xs_info("move",
+		"fd %d: the exec'd program may take the connection of pid "
+		"%d over",
+		fd, (int)s->rdma_pid);
+	return 0;
+}
+
+/*
+ * The new image's side of move_lend(): channel @u to owner pid in its
+ * record joins our channels (close-on-exec again). Return: the owner's
+ * pid, or -1 when @u is no such channel.
+ */
+static pid_t move_chan_adopt(int u)
+{
+	unsigned int state = 0, owner = 0;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	pid_t pid = -1;
+	int i;
+
+	pthread_mutex_lock(&move_lock);
+	for (i = 0; i < MOVE_ASK_MAX; i++)
+		if (move_ask_fds[i].owner > 0 && move_ask_fds[i].fd == u)
+			pid = move_ask_fds[i].owner;
+	if (pid < 0 &&
+	    xs_real.getsockname(u, (struct sockaddr *)&ss, &len) == 0 &&
+	    ss.ss_family == AF_UNIX &&
+	    xs_handoff_take_cookie(xs_handoff_cookie(u), &state, &owner) &&
+	    state == XS_HANDOFF_CHANNEL && owner > 0 && owner <= INT_MAX) {
+		(void)xs_real.fcntl(u, F_SETFD, FD_CLOEXEC);
+		if (move_ask_fds[MOVE_ASK_MAX - 1].owner)
+			xs_real.close(move_ask_fds[MOVE_ASK_MAX - 1].fd);
+		memmove(&move_ask_fds[1], &move_ask_fds[0],
+			(MOVE_ASK_MAX - 1) * sizeof(move_ask_fds[0]));
+		move_ask_fds[0].owner = (pid_t)owner;
+		move_ask_fds[0].fd = u;
+		pid = (pid_t)owner;
+	}
+	pthread_mutex_unlock(&move_lock);
+	return pid;
+}
+
+bool xs_move_adopt_lent(struct xs_sock *s, int fd, unsigned int chan)
+{
+	pid_t owner = chan <= INT_MAX ? move_chan_adopt((int)chan) : -1;
+
+	xs_info("move", "fd %d: came from an exec, pid %d's connection: %s", fd,
+		(int)owner,
+		owner > 0 ? "taken over at its first use" : "no channel");
+	if (owner <= 0)
+		return false;
+	s->rdma_pid = owner;
+	s->rdma_cookie = xs_handoff_cookie(fd);
+	return true;
+}
+
 int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
 {
 	int saved = errno, rc = 0;
@@ -912,14 +1201,24 @@ int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
 	long where;
 	size_t len;
 
-	*h = (struct xs_handed){ .fd = fd, .memfd = -1, .sock = s };
+	*h = (struct xs_handed){ .fd = fd, .memfd = -1, .chan = -1, .sock = s };
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* its state is recorded where it was decided */
+	/* another process's, untouched here: the new image may ask for it
+	 * itself, when it uses it (a helper that never does leaves the
+	 * owner's bytes to the owner) */
+	if (exec && !atomic_load(&s->moved) && !xs_sock_mine(s) &&
+	    move_lend(s, fd, h) == 0) {
+		errno = saved;
+		return 0;
+	}
 	if (!atomic_load(&s->moved) && !xs_sock_mine(s))
 		rc = xs_sock_move(s, fd); /* takes move_lock */
-	pthread_mutex_lock(&move_lock);
-	if (rc == 0 && !atomic_load(&s->moved) && xs_sock_mine(s))
-		rc = move_self(s, fd);
+	pthread_mutex_lock(&move_out_lock);
+	if (rc == 0 && !atomic_load(&s->moved) && xs_sock_mine(s)) {
+		XS_INSIDE(); /* the stream polls its CQ */
+		rc = move_self(s, fd, NULL);
+	}
 	if (rc || !atomic_load(&s->moved)) {
 		/* cannot follow: the record of its claim stands (every call
 		 * there fails with ECONNRESET) */
@@ -968,7 +1267,7 @@ int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
 		fd, exec ? "exec'd program" : "process it goes to", len,
 		state == XS_HANDOFF_MOVED_EOF ? ", then EOF" : "");
 out:
-	pthread_mutex_unlock(&move_lock);
+	pthread_mutex_unlock(&move_out_lock);
 	errno = saved;
 	return rc;
 }
@@ -980,6 +1279,16 @@ void xs_sock_hand_done(struct xs_handed *h, bool ok)
 
 	if (!h->s)
 		return;
+	if (!ok && h->chan >= 0) { /* the channel is ours again */
+		xs_handoff_drop(h->chan);
+		(void)xs_real.fcntl(h->chan, F_SETFD, FD_CLOEXEC);
+		/* as its claim recorded it: RDMA in another process */
+		xs_handoff_put(h->fd, XS_HANDOFF_ELSEWHERE, 0);
+		xs_sock_put(h->s);
+		h->s = NULL;
+		errno = saved;
+		return;
+	}
 	if (!ok) { /* the socket stays moved here, its bytes with it */
 		xs_handoff_drop(h->fd);
 		if (h->memfd >= 0)
@@ -988,7 +1297,7 @@ void xs_sock_hand_done(struct xs_handed *h, bool ok)
 			move_shm_path(path, sizeof(path), geteuid(), h->key);
 			unlink(path);
 		}
-	} else if (h->len) {
+	} else if (h->len && h->chan < 0) {
 		/* they went with the socket, to be read there: the kernel
 		 * gives a byte to one reader */
 		pthread_mutex_lock(&h->s->lock);
@@ -1000,28 +1309,37 @@ void xs_sock_hand_done(struct xs_handed *h, bool ok)
 	errno = saved;
 }
 
+/* Take the bytes of the user's own file for connection @key (then
+ * removed) into a malloc'ed *@bytes, *@len. */
+static void move_file_take(uint64_t key, uint8_t **bytes, size_t *len)
+{
+	struct stat st;
+	char path[80];
+	int f;
+
+	*bytes = NULL;
+	*len = 0;
+	move_shm_path(path, sizeof(path), geteuid(), key);
+	/* O_NONBLOCK: a FIFO planted there never blocks us */
+	f = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (f < 0)
+		return;
+	if (fstat(f, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 077))
+		move_read_file(f, bytes, len);
+	xs_real.close(f);
+	unlink(path);
+}
+
 bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
 		   unsigned int memfd)
 {
 	char link[64], want[] = "/memfd:" XS_MOVE_MEMFD " ", path[80];
 	uint8_t *bytes = NULL;
-	struct stat st;
 	size_t len = 0;
 	ssize_t n;
-	int f;
 
 	if (memfd == XS_MOVE_SHM) {
-		/* the user's own file, for the socket's key alone */
-		move_shm_path(path, sizeof(path), geteuid(),
-			      xs_handoff_cookie(fd));
-		f = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (f >= 0) {
-			if (fstat(f, &st) == 0 && st.st_uid == geteuid() &&
-			    !(st.st_mode & 077))
-				move_read_file(f, &bytes, &len);
-			xs_real.close(f);
-			unlink(path);
-		}
+		move_file_take(xs_handoff_cookie(fd), &bytes, &len);
 	} else if (memfd != XS_MOVE_NO_MEMFD && memfd <= INT_MAX) {
 		/* the fd is the record's only if it is our memfd */
 		snprintf(path, sizeof(path), "/proc/self/fd/%u", memfd);
@@ -1049,4 +1367,137 @@ bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
 	atomic_store(&s->moved, true);
 	pthread_mutex_unlock(&s->lock);
 	return true;
+}
+
+/* ----------------------------------------------- letting a connection go */
+
+/*
+ * Send @l as an answer nobody asked for yet to the first child whose
+ * channel lists its connection: this process ends, and cannot answer
+ * later. The bytes go on the channel where they fit at once (a child
+ * reads them when it asks), else in the user's file for the connection.
+ * Called with move_out_lock held.
+ */
+static void move_push(const struct move_left *l)
+{
+	struct move_rep rep = { .magic = MOVE_MAGIC,
+				.cookie = l->cookie,
+				.ended = l->ended,
+				.len = l->len };
+	int outq, sndbuf;
+	socklen_t sl = sizeof(sndbuf);
+	bool file = false;
+	size_t i, k;
+	ssize_t n;
+
+	pthread_mutex_lock(&move_own_lock);
+	for (i = 0; i < move_nr_own; i++) {
+		for (k = 0; k < move_own[i].nr; k++)
+			if (move_own[i].cookies[k] == l->cookie)
+				break;
+		if (k == move_own[i].nr ||
+		    xs_real.ioctl(move_own[i].fd, SIOCOUTQ, &outq) < 0 ||
+		    xs_real.getsockopt(move_own[i].fd, SOL_SOCKET, SO_SNDBUF,
+				       &sndbuf, &sl) < 0)
+			continue;
+		if ((size_t)outq + 2 * (sizeof(rep) + rep.len) + 4096 >
+			    (size_t)sndbuf &&
+		    !file) {
+			/* too big for the channel: in the user's file for
+			 * this connection (the first child to ask reads it) */
+			if (move_stash(l->bytes, l->len, false, l->cookie,
+				       NULL) < 0)
+				continue;
+			file = true;
+			rep.ended |= XS_MOVE_FILE;
+			rep.len = 0;
+		}
+		n = xs_real.send(move_own[i].fd, &rep, sizeof(rep),
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof(rep) && rep.len)
+			(void)xs_real.send(move_own[i].fd, l->bytes, l->len,
+					   MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof(rep))
+			break; /* one child gets them, as one reader would */
+	}
+	pthread_mutex_unlock(&move_own_lock);
+}
+
+int xs_sock_let_go(struct xs_sock *s, int fd, bool ending)
+{
+	unsigned int ended = 0;
+	int saved = errno, rc;
+	struct move_left *l;
+	bool held;
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved) ||
+	    !xs_sock_mine(s) || !s->rdma_cookie ||
+	    (!ending && atomic_load(&s->refcnt) != 1)) /* not its last fd */
+		return 0;
+	pthread_mutex_lock(&move_own_lock);
+	held = move_held_locked(s->rdma_cookie);
+	pthread_mutex_unlock(&move_own_lock);
+	if (!held)
+		return 0;
+	XS_INSIDE(); /* the stream polls its CQ */
+	pthread_mutex_lock(&move_out_lock);
+	if (atomic_load(&s->moved)) { /* a child asked meanwhile */
+		pthread_mutex_unlock(&move_out_lock);
+		errno = saved;
+		return 0;
+	}
+	rc = move_self(s, fd, &ended);
+	l = rc ? NULL : calloc(1, sizeof(*l));
+	if (l) {
+		pthread_mutex_lock(&s->lock);
+		l->cookie = s->rdma_cookie;
+		l->len = s->prefix_len - s->prefix_off;
+		l->bytes = l->len ? malloc(l->len) : NULL;
+		if (l->bytes)
+			memcpy(l->bytes, s->prefix + s->prefix_off, l->len);
+		else
+			l->len = 0;
+		/* a child shuts its fd where ours is gone (@fd -1) */
+		l->ended = (s->prefix_eof ? XS_MOVE_EOF : 0) |
+			   (ended & XS_MOVE_SHUT_WR);
+		move_prefix_clear(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	xs_info("move",
+		"fd %d: let go while a child may hold it: moved to kernel "
+		"TCP (%s), %zu unread bytes kept for the child",
+		fd, rc ? strerror(-rc) : "done", l ? l->len : 0);
+	if (l && ending) {
+		move_push(l);
+		free(l->bytes);
+		free(l);
+	} else if (l) {
+		pthread_mutex_lock(&move_own_lock);
+		l->next = move_lefts;
+		move_lefts = l;
+		pthread_mutex_unlock(&move_own_lock);
+	}
+	pthread_mutex_unlock(&move_out_lock);
+	errno = saved;
+	return rc;
+}
+
+void xs_move_exit_push(void)
+{
+	struct move_left *l;
+
+	pthread_mutex_lock(&move_out_lock);
+	pthread_mutex_lock(&move_own_lock);
+	l = move_lefts;
+	move_lefts = NULL;
+	pthread_mutex_unlock(&move_own_lock);
+	while (l) { /* closed here, still held by a child: its bytes */
+		struct move_left *next = l->next;
+
+		move_push(l);
+		free(l->bytes);
+		free(l);
+		l = next;
+	}
+	pthread_mutex_unlock(&move_out_lock);
 }

@@ -187,7 +187,10 @@ const struct xs_config *xs_core_cfg(void)
 
 bool xs_sock_mine(const struct xs_sock *s)
 {
-	/* getpid() is a system call: ask only in a forked child */
+	/* a socket that came without its stream (core/move.c) is its
+	 * owner's; getpid() is a system call: ask only in a forked child */
+	if (!s->stream)
+		return false;
 	return !core_forked || s->rdma_pid == getpid();
 }
 
@@ -518,6 +521,38 @@ struct xs_sock *xs_sock_live_find(uint64_t cookie)
 	return s;
 }
 
+/*
+ * At exit: every live RDMA connection that a child forked after it went
+ * live may still hold moves to its kernel TCP connection, the bytes that
+ * came over RDMA and nobody read sent to that child (xs_sock_let_go()).
+ * Outside sock_linger_lock: a move waits for the peer (move_lock first).
+ */
+static void sock_exit_let_go(void)
+{
+	struct xs_sock **v = NULL, **n, *s;
+	size_t nr = 0, cap = 0, i;
+
+	pthread_mutex_lock(&sock_linger_lock);
+	for (s = sock_live; s; s = s->live_next) {
+		if (atomic_load(&s->moved))
+			continue;
+		if (nr == cap &&
+		    (n = realloc(v, (cap ? 2 * cap : 16) * sizeof(*v)))) {
+			v = n;
+			cap = cap ? 2 * cap : 16;
+		}
+		if (nr < cap && xs_sock_tryget(s))
+			v[nr++] = s;
+	}
+	pthread_mutex_unlock(&sock_linger_lock);
+	for (i = 0; i < nr; i++) {
+		(void)xs_sock_let_go(v[i], -1, true);
+		xs_sock_put(v[i]);
+	}
+	free(v);
+	xs_move_exit_push();
+}
+
 void xs_core_exit(void)
 {
 	uint64_t deadline = xs_now_us() + SOCK_CLOSE_DRAIN_MS * 1000u;
@@ -533,6 +568,8 @@ void xs_core_exit(void)
 		return;
 	/* bytes taken over from another process and not read go back */
 	xs_move_exit();
+	/* connections a child may still hold go on over kernel TCP */
+	sock_exit_let_go();
 
 	/* The reaper stops within one nap (20 ms at most) and a pass: from
 	 * here on only this thread closes streams. */
@@ -1196,6 +1233,18 @@ void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 	sock_pub_kernel_addrs(s, fd, NULL, 0);
 	if (state == XS_NEG_SERVER || state == XS_NEG_CLIENT) {
 		atomic_store(&s->neg, (int)state);
+		return;
+	}
+	if (state == XS_HANDOFF_LENT) {
+		/* kernel TCP here once this image uses it: counted so */
+		pthread_mutex_lock(&s->lock);
+		sock_set_kind(s, XS_KIND_TCP, XS_FB_UNSUPPORTED);
+		pthread_mutex_unlock(&s->lock);
+		if (xs_move_adopt_lent(s, fd, strip))
+			atomic_store_explicit(&s->kind, XS_KIND_RDMA,
+					      memory_order_release);
+		else
+			atomic_store(&s->strip, XS_STRIP_FOREIGN);
 		return;
 	}
 	if (state == XS_HANDOFF_MOVED || state == XS_HANDOFF_MOVED_EOF) {

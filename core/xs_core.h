@@ -665,10 +665,29 @@ ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
  */
 int xs_sock_move(struct xs_sock *s, int fd);
 
+/**
+ * xs_sock_let_go() - this process lets its RDMA socket @s go: the close of
+ *                    its last fd @fd here, or (@ending) its end, fd -1;
+ *                    where a child forked after the connection went live
+ *                    may still hold it, it moves to its kernel TCP
+ *                    connection first, and what came over RDMA and
+ *                    nobody read is kept for that child's ask (core/move.c)
+ *                    or, @ending, sent to it at once
+ * @s:  socket; caller holds a reference
+ *
+ * Context: blocks until the peer answered the move and READ our regions
+ * (at most about 20 s) when a child may hold the connection; else costs
+ * nothing. errno as it was.
+ * Return: 0 (also: nothing to do), or a negative errno: the move failed
+ *         (the connection was reset).
+ */
+int xs_sock_let_go(struct xs_sock *s, int fd, bool ending);
+
 /* What xs_sock_hand() prepared for one socket (zeroed: nothing). */
 struct xs_handed {
 	int fd;
 	int memfd;    /* for an exec, or -1 */
+	int chan;     /* the channel to the owner lent to an exec, or -1 */
 	bool shm;     /* the bytes are in /dev/shm/xsock-moved-EUID-KEY */
 	uint64_t key; /* the socket's handoff key */
 	size_t len;   /* unread bytes handed over */

@@ -447,7 +447,8 @@ static void io_pass_rights(const struct msghdr *umsg, struct io_passed *p)
 		return;
 	m.msg_control = ctl;
 	for (c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
 			continue;
 		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {

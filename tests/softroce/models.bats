@@ -309,7 +309,7 @@ live_client()
 
 @test "models: exec in the child of a fork (CGI's way): the connection goes on over kernel TCP" {
 	# The parent owns the RDMA connection and waits for its child, which
-	# execs on it: the child asks the parent for the move first. Once
+	# execs on it: the new program asks the parent for the move. Once
 	# with SIZE bytes and the client's FIN after the exec, once with
 	# 1000 bytes and the FIN before it.
 	srv cgi python3 "$MODELS" execchild "$port" 2 "$SIZE"
@@ -321,7 +321,10 @@ live_client()
 	grep -qx "after exec: $SIZE bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
 	grep -qx "after exec: 1000 bytes, then EOF" "$XS_RUN_DIR/remote/cgi.log"
 	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/cgi.log") == 2 ]]
-	grep -q "kernel TCP for the exec'd program, 1000 unread bytes handed over, then EOF$" \
+	# the child lends the exec'd program its channel to the parent; the
+	# program asks for the move at its first read
+	[[ $(grep -c "the exec'd program may take the connection of pid" "$XS_RUN_DIR/cgi.log") == 2 ]]
+	grep -q "connection of pid [0-9]* moved to kernel TCP: done, 1000 unread bytes taken over, then EOF$" \
 		"$XS_RUN_DIR/cgi.log"
 	# the parent carried both over RDMA, each new image over kernel TCP
 	local b
@@ -368,6 +371,30 @@ after_client()
 	# the third time, the 1000 bytes the parent had not read and the FIN
 	# that had come over RDMA after them
 	grep -q 'done, 1000 unread bytes taken over, then EOF$' "$XS_RUN_DIR/after.log"
+}
+
+@test "models: a fork after the first I/O, the parent closes its copy or ends at once: the child goes on" {
+	# As sshd's way, but the parent lets the connection go before its
+	# child's first call: the connection moves to kernel TCP then, and
+	# what came over RDMA unread waits for the child's ask (the parent
+	# lives), or goes to it at once (the parent ends).
+	srv fclose python3 "$MODELS" forkclose "$port" 2 "$SIZE" close
+	server_ready fclose rdma
+	after_client fccli1
+	after_client fccli2 --up 1000
+	wait_server fclose
+	cat "$XS_RUN_DIR/fclose.log"
+	[[ $(grep -c 'let go while a child may hold it: moved to kernel TCP (done)' "$XS_RUN_DIR/fclose.log") == 2 ]]
+	[[ $(grep -c 'connection of pid [0-9]* moved to kernel TCP: done' "$XS_RUN_DIR/fclose.log") == 2 ]]
+	grep -q 'done, 1000 unread bytes taken over, then EOF$' "$XS_RUN_DIR/fclose.log"
+	srv fexit python3 "$MODELS" forkclose "$port" 1 "$SIZE" exit
+	server_ready fexit rdma
+	after_client fecli
+	"$XS_REMOTE" --timeout 60 bash -c "while pgrep -f '[f]orkclose $port' >/dev/null; do sleep 0.1; done"
+	cat "$XS_RUN_DIR/fexit.log"
+	grep -q 'let go while a child may hold it: moved to kernel TCP (done)' "$XS_RUN_DIR/fexit.log"
+	grep -q 'connection of pid [0-9]* moved to kernel TCP: done' "$XS_RUN_DIR/fexit.log"
+	[[ $(stat fccli1 rdma) == 1 && $(stat fccli2 rdma) == 1 && $(stat fecli rdma) == 1 ]]
 }
 
 @test "models: the child that took the connection over ends with bytes unread: the parent reads them" {

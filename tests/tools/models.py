@@ -49,6 +49,9 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              it, then fork; the child does
                                              the rest while the parent
                                              keeps its copy open
+  models.py forkclose PORT N SIZE close|exit as forkafter, the parent
+                                             closing its copy (or ending)
+                                             right after the fork
   models.py forkback PORT SIZE              as forkafter, once: the child
                                              reads 200,000 bytes and ends;
                                              the parent reads the rest
@@ -346,6 +349,28 @@ def main():
                 libc_exit(0)
             os.waitpid(pid, 0)
             c.close()
+        libc_exit(0)
+    elif cmd == "forkclose":
+        # the parent lets go right after the fork, before its child's
+        # first call: it closes its copy (close), or ends (exit)
+        port, n, size, how = int(a[0]), int(a[1]), int(a[2]), a[3]
+        ls = listener(port)
+        kids = []
+        for _ in range(n):
+            c, _ = ls.accept()
+            c.sendall(b"WELCOME " + read_line(c))
+            pid = os.fork()
+            if pid == 0:
+                ls.close()
+                time.sleep(0.5)  # the parent has let go by then
+                serve_sock(c, size)
+                libc_exit(0)
+            kids.append(pid)
+            if how == "exit":
+                libc_exit(0)
+            c.close()
+        for pid in kids:
+            os.waitpid(pid, 0)
         libc_exit(0)
     elif cmd == "forkback":
         port, size = int(a[0]), int(a[1])
