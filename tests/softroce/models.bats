@@ -397,6 +397,29 @@ after_client()
 	[[ $(stat fccli1 rdma) == 1 && $(stat fccli2 rdma) == 1 && $(stat fecli rdma) == 1 ]]
 }
 
+@test "models: a forked child execs a helper that never uses the live connection: the parent serves on over RDMA" {
+	# The helper inherits the connection (no FD_CLOEXEC) and the channel
+	# to the parent, and never uses either: the connection stays the
+	# parent's, over RDMA, its unread bytes with it.
+	srv helper python3 "$MODELS" forkhelper "$port" "$SIZE"
+	server_ready helper rdma
+	after_client hcli
+	wait_server helper
+	cat "$XS_RUN_DIR/helper.log"
+	grep -q "the exec'd program may take the connection of pid" "$XS_RUN_DIR/helper.log"
+	! grep -q 'moved to kernel TCP' "$XS_RUN_DIR/helper.log"
+	[[ $(stat hcli rdma) == 1 ]]
+	local b
+	b=$(stats_blocks "$XS_RUN_DIR/helper.stats")
+	echo "$b"
+	# the parent: its one connection over RDMA, the greeting and SIZE
+	# bytes received on it; the helper: nothing received
+	local recv
+	recv=$(grep " rdma=1 tcp=0 " <<<"$b" | sed -n 's/.* received=\([0-9]*\)$/\1/p')
+	((recv > SIZE && recv < SIZE + 100))
+	[[ $(grep -c " received=0$" <<<"$b") == 1 ]]
+}
+
 @test "models: the child that took the connection over ends with bytes unread: the parent reads them" {
 	# The child reads 200,000 of the bytes it took over and exits; they
 	# are handed back, and the parent reads on from there, as from the

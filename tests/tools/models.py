@@ -52,6 +52,10 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
   models.py forkclose PORT N SIZE close|exit as forkafter, the parent
                                              closing its copy (or ending)
                                              right after the fork
+  models.py forkhelper PORT SIZE             as forkafter, once: the child
+                                             execs a program that never
+                                             uses the connection; the
+                                             parent serves it
   models.py forkback PORT SIZE              as forkafter, once: the child
                                              reads 200,000 bytes and ends;
                                              the parent reads the rest
@@ -371,6 +375,21 @@ def main():
             c.close()
         for pid in kids:
             os.waitpid(pid, 0)
+        libc_exit(0)
+    elif cmd == "forkhelper":
+        # a helper forked and exec'd with the live connection inherited,
+        # which never touches it; the parent serves on
+        port, size = int(a[0]), int(a[1])
+        ls = listener(port)
+        c, _ = ls.accept()
+        c.sendall(b"WELCOME " + read_line(c))
+        time.sleep(0.5)  # the client's bytes come over RDMA meanwhile
+        os.set_inheritable(c.fileno(), True)
+        pid = os.fork()
+        if pid == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "pass"])
+        os.waitpid(pid, 0)
+        serve_sock(c, size)
         libc_exit(0)
     elif cmd == "forkback":
         port, size = int(a[0]), int(a[1])
