@@ -121,6 +121,7 @@ static uint64_t *move_fork_cookies;
 static size_t move_fork_nr;
 
 static void move_prefix_clear(struct xs_sock *s);
+static void move_pushed_forget(void);
 static int move_keep_pushed(int u, const struct move_rep *rep);
 static void move_file_take(uint64_t key, uint8_t **bytes, size_t *len);
 static long move_stash(const uint8_t *bytes, size_t len, bool exec,
@@ -191,6 +192,7 @@ void xs_move_atfork_child(pid_t parent)
 	pthread_mutex_init(&move_own_lock, NULL);
 	pthread_mutex_init(&move_lock, NULL);
 	pthread_mutex_init(&move_out_lock, NULL);
+	move_pushed_forget(); /* answers kept here are the parent's */
 	if (move_fork_fds[0] < 0)
 		return;
 	xs_real.close(move_fork_fds[0]);
@@ -604,6 +606,19 @@ struct move_pushed {
 	struct move_pushed *next;
 };
 static struct move_pushed *move_pushed;
+
+/* Forget every pushed answer kept (a forked child: they are its
+ * parent's to serve). */
+static void move_pushed_forget(void)
+{
+	struct move_pushed *p;
+
+	while ((p = move_pushed)) {
+		move_pushed = p->next;
+		free(p->bytes);
+		free(p);
+	}
+}
 
 /* Keep the pushed answer @rep whose bytes follow on channel @u. */
 static int move_keep_pushed(int u, const struct move_rep *rep)
@@ -1092,7 +1107,12 @@ static long move_stash(const uint8_t *bytes, size_t len, bool exec,
 	int fd, rc;
 
 	if (exec) {
-		fd = memfd_create(XS_MOVE_MEMFD, 0); /* inherited */
+		/* inherited, out of the application's way */
+		fd = xs_fd_high(memfd_create(XS_MOVE_MEMFD, MFD_CLOEXEC));
+		if (fd >= 0 && xs_real.fcntl(fd, F_SETFD, 0) < 0) {
+			xs_real.close(fd);
+			fd = -1;
+		}
 	} else {
 		move_shm_path(path, sizeof(path), geteuid(), key);
 		fd = open(path,
@@ -1193,8 +1213,10 @@ bool xs_move_adopt_lent(struct xs_sock *s, int fd, unsigned int chan)
 	return true;
 }
 
-int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
+int xs_sock_hand(struct xs_sock *s, int fd, unsigned int how,
+		 struct xs_handed *h)
 {
+	bool exec = how & XS_HAND_EXEC, bare = how & XS_HAND_BARE;
 	int saved = errno, rc = 0;
 	uint8_t *copy = NULL;
 	unsigned int state;
@@ -1207,7 +1229,7 @@ int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
 	/* another process's, untouched here: the new image may ask for it
 	 * itself, when it uses it (a helper that never does leaves the
 	 * owner's bytes to the owner) */
-	if (exec && !atomic_load(&s->moved) && !xs_sock_mine(s) &&
+	if (exec && !bare && !atomic_load(&s->moved) && !xs_sock_mine(s) &&
 	    move_lend(s, fd, h) == 0) {
 		errno = saved;
 		return 0;
@@ -1234,11 +1256,22 @@ int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h)
 		memcpy(copy, s->prefix + s->prefix_off, len);
 	state = s->prefix_eof ? XS_HANDOFF_MOVED_EOF : XS_HANDOFF_MOVED;
 	pthread_mutex_unlock(&s->lock);
+	if (bare && len && !xs_sock_mine(s) && s->stream) {
+		/* a program without the library cannot take them: they go
+		 * back to the owner, which reads on from there */
+		free(copy);
+		copy = NULL;
+		pthread_mutex_lock(&move_lock);
+		move_give(s);
+		pthread_mutex_unlock(&move_lock);
+		len = 0;
+	}
 	h->key = xs_handoff_cookie(fd);
 	where = XS_MOVE_NO_MEMFD;
 	if (len) {
-		where = copy ? move_stash(copy, len, exec, h->key, &h->memfd)
-			     : -ENOMEM;
+		where = !copy  ? -ENOMEM
+			: bare ? -ENOPROTOOPT /* no library there to read them */
+			       : move_stash(copy, len, exec, h->key, &h->memfd);
 		free(copy);
 	}
 	if (where < 0) {

@@ -12,7 +12,11 @@
  *      a set's members are looked at, so around xs_sock_poll_events(),
  *      xs_sock_poll_arm() and a member's xs_sock_put() - everything below,
  *      and rdma-core - but never around the wait's sleep.
- *   1a. move_lock (core/move.c): a process's one move at a time, held
+ *   1a. move_out_lock (core/move.c): the owner's one move of its own
+ *      connections at a time and its channels' one writer; held around
+ *      xs_stream_move_out() (up to 20 s: stream.lock, rdma-core), the
+ *      handoff table's writes (handoff_lock) and a give-back.
+ *   1b. move_lock (core/move.c): a process's one move at a time, held
  *      while its owner answers (up to 15 s, poll and read(2) only).
  *   2. xs_sock.lock (one per socket): its kind, reason and connect
  *      state; the connect worker takes sock_neg_lock under it. Never two
@@ -704,8 +708,11 @@ struct xs_handed {
  *                  nobody read goes with it, recorded for the next holder
  * @s:    socket; caller holds a reference; once per socket, not per fd
  * @fd:   one fd of it
- * @exec: the bytes go in a memfd the new image inherits; else in a file
- *        of the user's under /dev/shm
+ * @how:  XS_HAND_EXEC: the bytes go in a memfd the new image inherits
+ *        (else in a file of the user's under /dev/shm); XS_HAND_BARE: the
+ *        new image has no library to read them (another process's go
+ *        back to it; this process's own reset the connection), nor to
+ *        ask an owner itself
  * @h:    receives what was prepared, for xs_sock_hand_done()
  *
  * Context: blocks until the peer answered the move and READ our regions
@@ -714,7 +721,12 @@ struct xs_handed {
  *         negative errno: the next holder cannot follow this connection
  *         (its calls fail with ECONNRESET there).
  */
-int xs_sock_hand(struct xs_sock *s, int fd, bool exec, struct xs_handed *h);
+int xs_sock_hand(struct xs_sock *s, int fd, unsigned int how,
+		 struct xs_handed *h);
+
+/* xs_sock_hand() @how bits */
+#define XS_HAND_EXEC 0x1 /* an exec, not SCM_RIGHTS */
+#define XS_HAND_BARE 0x2 /* the new image runs without this library */
 
 /**
  * xs_sock_hand_done() - the call xs_sock_hand() prepared for returned:

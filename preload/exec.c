@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -34,10 +35,25 @@ static bool exec_seen(const struct exec_handed *e, const struct xs_sock *s)
 	return false;
 }
 
+/* Whether the image an exec makes with environment @envp runs without
+ * this library (its LD_PRELOAD gone: an environment made anew). A
+ * set-user-ID program that ignores LD_PRELOAD is not seen here. */
+static bool exec_bare(char *const envp[])
+{
+	size_t i;
+
+	for (i = 0; envp && envp[i]; i++)
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11) &&
+		    strstr(envp[i], "libxsock"))
+			return false;
+	return envp != NULL;
+}
+
 /* Hand every inheritable RDMA socket to the image an exec makes; dup'ed
  * fds share a socket: it goes once. */
-static void exec_prepare(struct exec_handed *e)
+static void exec_prepare(struct exec_handed *e, char *const envp[])
 {
+	unsigned int how = XS_HAND_EXEC | (exec_bare(envp) ? XS_HAND_BARE : 0);
 	struct xs_handed h, *n;
 	size_t cap = 0;
 	struct xs_sock *s;
@@ -51,7 +67,7 @@ static void exec_prepare(struct exec_handed *e)
 		fl = xs_real.fcntl(fd, F_GETFD);
 		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
 		    !(fl & FD_CLOEXEC) && !exec_seen(e, s)) {
-			(void)xs_sock_hand(s, fd, true, &h);
+			(void)xs_sock_hand(s, fd, how, &h);
 			if (e->nr == cap &&
 			    (n = realloc(e->h,
 					 (cap ? 2 * cap : 8) * sizeof(*n)))) {
@@ -87,7 +103,7 @@ static int exec_ve(const char *path, char *const argv[], char *const envp[])
 
 	if (!xs_enter())
 		return XS_CALL(execve, path, argv, envp);
-	exec_prepare(&e);
+	exec_prepare(&e, envp);
 	return exec_failed(&e, XS_CALL(execve, path, argv, envp));
 }
 
@@ -97,7 +113,7 @@ static int exec_v(const char *path, char *const argv[])
 
 	if (!xs_enter())
 		return XS_CALL(execv, path, argv);
-	exec_prepare(&e);
+	exec_prepare(&e, environ);
 	return exec_failed(&e, XS_CALL(execv, path, argv));
 }
 
@@ -107,7 +123,7 @@ static int exec_vp(const char *file, char *const argv[])
 
 	if (!xs_enter())
 		return XS_CALL(execvp, file, argv);
-	exec_prepare(&e);
+	exec_prepare(&e, environ);
 	return exec_failed(&e, XS_CALL(execvp, file, argv));
 }
 
@@ -132,7 +148,7 @@ XS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 	if (!xs_enter())
 		return XS_CALL(execvpe, file, argv, envp);
-	exec_prepare(&e);
+	exec_prepare(&e, envp);
 	return exec_failed(&e, XS_CALL(execvpe, file, argv, envp));
 }
 
@@ -142,7 +158,7 @@ XS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 
 	if (!xs_enter())
 		return XS_CALL(fexecve, fd, argv, envp);
-	exec_prepare(&e);
+	exec_prepare(&e, envp);
 	return exec_failed(&e, XS_CALL(fexecve, fd, argv, envp));
 }
 
@@ -153,7 +169,7 @@ XS_EXPORT int execveat(int dirfd, const char *path, char *const argv[],
 
 	if (!xs_enter())
 		return XS_CALL(execveat, dirfd, path, argv, envp, flags);
-	exec_prepare(&e);
+	exec_prepare(&e, envp);
 	return exec_failed(&e,
 			   XS_CALL(execveat, dirfd, path, argv, envp, flags));
 }

@@ -460,8 +460,7 @@ static void io_pass_rights(const struct msghdr *umsg, struct io_passed *p)
 				;
 			if (k == p->nr && p->nr < IO_PASS_MAX &&
 			    xs_sock_kind(s) == XS_KIND_RDMA)
-				(void)xs_sock_hand(s, fd, false,
-						   &p->h[p->nr++]);
+				(void)xs_sock_hand(s, fd, 0, &p->h[p->nr++]);
 			xs_sock_put(s);
 		}
 	}
