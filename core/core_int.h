@@ -229,6 +229,10 @@ void xs_move_atfork_prepare(uint64_t *cookies, size_t nr);
 void xs_move_atfork_parent(void);
 void xs_move_atfork_child(pid_t parent);
 
+/* xs_move_spawn_open() - xs_sock_spawn_channel()'s channel for the @nr
+ * connections of @cookies (malloc'ed, taken) */
+int xs_move_spawn_open(uint64_t *cookies, size_t nr, int *child);
+
 /**
  * xs_move_poll_fds() - our ends of our children's channels, for a poll
  * @p:     the poll array (*@cap entries, grown with realloc as needed)

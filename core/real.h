@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/select.h>

@@ -227,6 +227,27 @@ static void sock_fork_channel(void)
 	xs_move_atfork_prepare(cookies, nr);
 }
 
+int xs_sock_spawn_channel(int *child)
+{
+	uint64_t *cookies = NULL;
+	struct xs_sock *s;
+	size_t nr = 0;
+
+	pthread_mutex_lock(&sock_linger_lock);
+	for (s = sock_live; s; s = s->live_next)
+		nr++;
+	cookies = nr ? malloc(nr * sizeof(*cookies)) : NULL;
+	nr = 0;
+	for (s = sock_live; s && cookies; s = s->live_next)
+		if (s->rdma_cookie && !atomic_load(&s->moved))
+			cookies[nr++] = s->rdma_cookie;
+	if (nr && sock_probe_evfd < 0)
+		sock_probe_evfd =
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	pthread_mutex_unlock(&sock_linger_lock);
+	return xs_move_spawn_open(cookies, nr, child);
+}
+
 void xs_core_atfork_prepare(void)
 {
 	sigset_t all;

@@ -690,11 +690,12 @@ int xs_sock_let_go(struct xs_sock *s, int fd, bool ending);
 /* What xs_sock_hand() prepared for one socket (zeroed: nothing). */
 struct xs_handed {
 	int fd;
-	int memfd;    /* for an exec, or -1 */
-	int chan;     /* the channel to the owner lent to an exec, or -1 */
-	bool shm;     /* the bytes are in /dev/shm/xsock-moved-EUID-KEY */
-	uint64_t key; /* the socket's handoff key */
-	size_t len;   /* unread bytes handed over */
+	int memfd;     /* for an exec, or -1 */
+	int chan;      /* the channel to the owner lent to an exec, or -1 */
+	bool own_lent; /* ours, lent to a spawned image */
+	bool shm;      /* the bytes are in /dev/shm/xsock-moved-EUID-KEY */
+	uint64_t key;  /* the socket's handoff key */
+	size_t len;    /* unread bytes handed over */
 	const struct xs_sock *sock; /* the socket, whatever came of it */
 	struct xs_sock *s; /* with a reference; NULL: nothing recorded */
 };
@@ -723,6 +724,38 @@ struct xs_handed {
  */
 int xs_sock_hand(struct xs_sock *s, int fd, unsigned int how,
 		 struct xs_handed *h);
+
+/**
+ * xs_sock_spawn_channel() - before posix_spawn(): a channel for the
+ *                           spawned image to ask for the move of this
+ *                           process's live RDMA connections, as a forked
+ *                           child does (core/move.c)
+ * @child: receives the end the image inherits (recorded), or -1
+ * Return: our end, served by the probe thread, or -1 (none: no live
+ *         connection, or no fd).
+ */
+int xs_sock_spawn_channel(int *child);
+
+/* xs_move_spawn_close() - after posix_spawn(): our copy of the child's
+ * end goes; @ok false (no child): the channel goes whole */
+void xs_move_spawn_close(int own, int child, bool ok);
+
+/**
+ * xs_sock_spawn_lend() - socket @s (fd @fd) goes to the image
+ *                        posix_spawn() makes, as a forked child's exec
+ *                        lends it: the image asks for the move at its
+ *                        first use, through the channel *@own, *@child
+ *                        (made at the first of this process's own
+ *                        connections, xs_sock_spawn_channel(); -1 until
+ *                        then) or through our own channel to its owner
+ * Return: 0, or -ESRCH without a channel (its calls fail with
+ *         ECONNRESET there, as before).
+ */
+int xs_sock_spawn_lend(struct xs_sock *s, int fd, int *own, int *child,
+		       struct xs_handed *h);
+
+/* xs_sock_spawn_done() - after posix_spawn() (@ok: a child was made) */
+void xs_sock_spawn_done(struct xs_handed *h, bool ok);
 
 /* xs_sock_hand() @how bits */
 #define XS_HAND_EXEC 0x1 /* an exec, not SCM_RIGHTS */

@@ -8,9 +8,14 @@
  * returns (it failed) takes back what was prepared for the new image.
  * execl, execlp and execle become execv, execvp and execve: glibc's own
  * reach the kernel without a call this library could see.
+ * posix_spawn() and posix_spawnp() are a fork and an exec in one: the
+ * image they make is lent every inheritable RDMA connection, as a forked
+ * child's exec lends it (xs_sock_spawn_lend()), and asks for its move at
+ * its first use. system() and popen() spawn inside glibc, unseen.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,4 +257,87 @@ XS_EXPORT int execle(const char *path, const char *arg, ...)
 	rc = exec_ve(path, argv, envp);
 	XS_SAVE_ERRNO(free(argv));
 	return rc;
+}
+
+/* What spawn_prepare() lent for one posix_spawn(). */
+struct spawn_lent {
+	int own, child; /* the channel made for the spawned image */
+	struct exec_handed e;
+};
+
+/* Lend every inheritable RDMA socket to the image posix_spawn() makes
+ * with environment @envp (none to one without the library). */
+static void spawn_prepare(struct spawn_lent *sl, char *const envp[])
+{
+	struct xs_handed h, *n;
+	size_t cap = 0;
+	struct xs_sock *s;
+	int fd = -1, fl;
+
+	sl->own = sl->child = -1;
+	sl->e.h = NULL;
+	sl->e.nr = 0;
+	if (exec_bare(envp ? envp : environ))
+		return;
+	while ((fd = xs_fdtab_next(fd)) >= 0) {
+		if (!(s = xs_fdtab_get(fd)))
+			continue;
+		fl = xs_real.fcntl(fd, F_GETFD);
+		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
+		    !(fl & FD_CLOEXEC) && !exec_seen(&sl->e, s)) {
+			(void)xs_sock_spawn_lend(s, fd, &sl->own, &sl->child,
+						 &h);
+			if (sl->e.nr == cap &&
+			    (n = realloc(sl->e.h,
+					 (cap ? 2 * cap : 8) * sizeof(*n)))) {
+				sl->e.h = n;
+				cap = cap ? 2 * cap : 8;
+			}
+			if (sl->e.nr < cap)
+				sl->e.h[sl->e.nr++] = h;
+			else
+				xs_sock_spawn_done(&h, false);
+		}
+		xs_sock_put(s);
+	}
+}
+
+/* After posix_spawn() returned @rc (0: a child was made). */
+static int spawn_done(struct spawn_lent *sl, int rc)
+{
+	size_t i;
+
+	for (i = 0; i < sl->e.nr; i++)
+		xs_sock_spawn_done(&sl->e.h[i], rc == 0);
+	xs_move_spawn_close(sl->own, sl->child, rc == 0);
+	XS_SAVE_ERRNO(free(sl->e.h));
+	return rc;
+}
+
+XS_EXPORT int posix_spawn(pid_t *pid, const char *path,
+			  const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr, char *const argv[],
+			  char *const envp[])
+{
+	struct spawn_lent sl;
+
+	if (!xs_enter())
+		return XS_CALL(posix_spawn, pid, path, fa, attr, argv, envp);
+	spawn_prepare(&sl, envp);
+	return spawn_done(
+		&sl, XS_CALL(posix_spawn, pid, path, fa, attr, argv, envp));
+}
+
+XS_EXPORT int posix_spawnp(pid_t *pid, const char *file,
+			   const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[],
+			   char *const envp[])
+{
+	struct spawn_lent sl;
+
+	if (!xs_enter())
+		return XS_CALL(posix_spawnp, pid, file, fa, attr, argv, envp);
+	spawn_prepare(&sl, envp);
+	return spawn_done(
+		&sl, XS_CALL(posix_spawnp, pid, file, fa, attr, argv, envp));
 }

@@ -420,6 +420,22 @@ after_client()
 	[[ $(grep -c " received=0$" <<<"$b") == 1 ]]
 }
 
+@test "models: posix_spawn of a program that serves the live connection: it goes on over kernel TCP" {
+	# The parent's I/O claims the connection; the program it spawns
+	# inherits it with a channel to the parent and asks for the move at
+	# its first read, as a forked child does.
+	srv spawn python3 "$MODELS" spawn "$port" 2 "$SIZE"
+	server_ready spawn rdma
+	after_client spcli1
+	after_client spcli2 --up 1000
+	wait_server spawn
+	cat "$XS_RUN_DIR/spawn.log"
+	[[ $(grep -c 'moved to kernel TCP for another process: done' "$XS_RUN_DIR/spawn.log") == 2 ]]
+	grep -q 'connection of pid [0-9]* moved to kernel TCP: done, 1000 unread bytes taken over, then EOF$' \
+		"$XS_RUN_DIR/spawn.log"
+	[[ $(stat spcli1 rdma) == 1 && $(stat spcli2 rdma) == 1 ]]
+}
+
 @test "models: the child that took the connection over ends with bytes unread: the parent reads them" {
 	# The child reads 200,000 of the bytes it took over and exits; they
 	# are handed back, and the parent reads on from there, as from the

@@ -56,6 +56,9 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              execs a program that never
                                              uses the connection; the
                                              parent serves it
+  models.py spawn PORT N SIZE                as forkafter, the child made
+                                             by posix_spawn(3) (servefd)
+  models.py servefd FD SIZE                  the server's half on fd FD
   models.py forkback PORT SIZE              as forkafter, once: the child
                                              reads 200,000 bytes and ends;
                                              the parent reads the rest
@@ -390,6 +393,24 @@ def main():
             os.execv(sys.executable, [sys.executable, "-c", "pass"])
         os.waitpid(pid, 0)
         serve_sock(c, size)
+        libc_exit(0)
+    elif cmd == "spawn":
+        # a fork and an exec in one: posix_spawn(3) a program that
+        # serves the live connection the parent's I/O claimed
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            c.sendall(b"WELCOME " + read_line(c))
+            os.set_inheritable(c.fileno(), True)
+            pid = os.posix_spawn(sys.executable, [
+                sys.executable, __file__, "servefd", str(c.fileno()),
+                str(size)], os.environ)
+            os.waitpid(pid, 0)
+            c.close()
+        libc_exit(0)
+    elif cmd == "servefd":
+        serve_sock(socket.socket(fileno=int(a[0])), int(a[1]))
         libc_exit(0)
     elif cmd == "forkback":
         port, size = int(a[0]), int(a[1])
