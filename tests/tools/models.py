@@ -136,6 +136,26 @@ def read_to_eof(sock, buf):
         buf += b
 
 
+def answer_first(sock, size):
+    """Read SIZE bytes and answer their SHA-256 on a line."""
+    got = bytearray()
+    while len(got) < size:
+        b = sock.recv(size - len(got))
+        if not b:
+            break
+        got += b
+    sock.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+
+
+def answer_rest(sock, size):
+    """Read to EOF, answer the SHA-256 of it, this pid and SIZE bytes of
+    the "down" pattern. Return: the bytes read."""
+    got = read_to_eof(sock, b"")
+    sock.sendall(b"%s\n%d\n" % (hashlib.sha256(got).hexdigest().encode(),
+                                os.getpid()) + pattern(b"down", size))
+    return len(got)
+
+
 def serve_sock(sock, size):
     got = serve_stream(sock.recv, sock.sendall, size)
     sock.close()
@@ -293,25 +313,16 @@ def main():
             for _ in range(n):
                 _, fds, _, _ = socket.recv_fds(there, 16, 1)
                 s = socket.socket(fileno=fds[0])
-                got = read_to_eof(s, b"")
-                s.sendall(b"%s\n%d\n" % (
-                    hashlib.sha256(got).hexdigest().encode(), os.getpid()) +
-                    pattern(b"down", size))
+                got = answer_rest(s, size)
                 s.close()
-                print("after pass: %d bytes, then EOF" % len(got))
+                print("after pass: %d bytes, then EOF" % got)
                 sys.stdout.flush()
             libc_exit(0)
         there.close()
         ls = listener(port)
         for _ in range(n):
             c, _ = ls.accept()
-            got = bytearray()
-            while len(got) < size:
-                b = c.recv(size - len(got))
-                if not b:
-                    break
-                got += b
-            c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+            answer_first(c, size)
             time.sleep(0.5)  # the client's next bytes come meanwhile
             socket.send_fds(here, [b"x"], [c.fileno()])
             c.close()
@@ -482,13 +493,7 @@ def main():
         ls = listener(port)
         for _ in range(n):
             c, _ = ls.accept()
-            got = bytearray()
-            while len(got) < size:
-                b = c.recv(size - len(got))
-                if not b:
-                    break
-                got += b
-            c.sendall(hashlib.sha256(got).hexdigest().encode() + b"\n")
+            answer_first(c, size)
             # the client's next bytes (and its FIN, with --shut) come
             # while this image still runs: unread when it execs
             time.sleep(0.5)
@@ -508,10 +513,8 @@ def main():
         s = socket.socket(fileno=int(a[0]))
         size = int(a[1])
         try:
-            got = read_to_eof(s, b"")
-            s.sendall(b"%s\n%d\n" % (hashlib.sha256(got).hexdigest().encode(),
-                                     os.getpid()) + pattern(b"down", size))
-            print("after exec: %d bytes, then EOF" % len(got))
+            got = answer_rest(s, size)
+            print("after exec: %d bytes, then EOF" % got)
         except OSError as e:
             print("after exec: %s" % (os.strerror(e.errno)))
         sys.stdout.flush()
