@@ -3,7 +3,7 @@
 # make            build build/libxsock.so, the tools in build/bin/ (xsock,
 #                 xsock-stat, xsock-check) and the test tools
 # make check      install missing packages, build, run every test tier, each
-#                 class of test sized to prove its claim (23 to 38 minutes)
+#                 class of test sized to prove its claim (23 to 40 minutes)
 # make check-long the same tiers, the Soft-RoCE one at full size and with
 #                 topology one's files in two as well (about 35 minutes)
 # make asan       the same library built with -fsanitize=address,undefined
@@ -151,7 +151,7 @@ $(B)/obj/tests/unit/%.o: tests/unit/%.c
 # Every tier writes TAP into $(B)/test-logs and prints its time;
 # tests/summary counts them and prints the closing "N passed, N failed, N
 # skipped" line with the whole run's time. make check runs each class of
-# test sized to prove its claim (23 to 38 minutes on 2 cores); make
+# test sized to prove its claim (23 to 40 minutes on 2 cores); make
 # check-long runs the same tiers with the Soft-RoCE one at full size
 # (XSOCK_TEST_LONG=1: the 10,000-connection storm, the 1 GiB stream, the
 # longer outages) and topology one's files in topology two as well
