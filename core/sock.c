@@ -206,44 +206,49 @@ void xs_core_fork_child(void)
 	xs_dev_fork_child();
 }
 
+/*
+ * The cookies of our live RDMA connections (@moved too, or not), which a
+ * child's move channel may name (malloc'ed, *@nr of them, or NULL); with
+ * any, the probe thread gets the eventfd that wakes it for that channel.
+ * Called with sock_linger_lock held.
+ */
+static uint64_t *sock_live_cookies(bool moved, size_t *nr)
+{
+	uint64_t *cookies;
+	struct xs_sock *s;
+
+	*nr = 0;
+	for (s = sock_live; s; s = s->live_next)
+		(*nr)++;
+	cookies = *nr ? malloc(*nr * sizeof(*cookies)) : NULL;
+	*nr = 0;
+	for (s = sock_live; s && cookies; s = s->live_next)
+		if (s->rdma_cookie && (moved || !atomic_load(&s->moved)))
+			cookies[(*nr)++] = s->rdma_cookie;
+	if (*nr && sock_probe_evfd < 0)
+		sock_probe_evfd =
+			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	return cookies;
+}
+
 /* The move channel of the child about to be forked, for our live RDMA
  * connections (core/move.c). Called with sock_linger_lock held. */
 static void sock_fork_channel(void)
 {
-	uint64_t *cookies = NULL;
-	struct xs_sock *s;
-	size_t nr = 0;
+	uint64_t *cookies;
+	size_t nr;
 
-	for (s = sock_live; s; s = s->live_next)
-		nr++;
-	cookies = nr ? malloc(nr * sizeof(*cookies)) : NULL;
-	nr = 0;
-	for (s = sock_live; s && cookies; s = s->live_next)
-		if (s->rdma_cookie)
-			cookies[nr++] = s->rdma_cookie;
-	if (nr && sock_probe_evfd < 0)
-		sock_probe_evfd =
-			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	cookies = sock_live_cookies(true, &nr);
 	xs_move_atfork_prepare(cookies, nr);
 }
 
 int xs_sock_spawn_channel(int *child)
 {
-	uint64_t *cookies = NULL;
-	struct xs_sock *s;
-	size_t nr = 0;
+	uint64_t *cookies;
+	size_t nr;
 
 	pthread_mutex_lock(&sock_linger_lock);
-	for (s = sock_live; s; s = s->live_next)
-		nr++;
-	cookies = nr ? malloc(nr * sizeof(*cookies)) : NULL;
-	nr = 0;
-	for (s = sock_live; s && cookies; s = s->live_next)
-		if (s->rdma_cookie && !atomic_load(&s->moved))
-			cookies[nr++] = s->rdma_cookie;
-	if (nr && sock_probe_evfd < 0)
-		sock_probe_evfd =
-			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	cookies = sock_live_cookies(false, &nr);
 	pthread_mutex_unlock(&sock_linger_lock);
 	return xs_move_spawn_open(cookies, nr, child);
 }

@@ -54,11 +54,16 @@ static bool exec_bare(char *const envp[])
 	return envp != NULL;
 }
 
-/* Hand every inheritable RDMA socket to the image an exec makes; dup'ed
- * fds share a socket: it goes once. */
-static void exec_prepare(struct exec_handed *e, char *const envp[])
+/*
+ * Call @hand for every inheritable RDMA socket (no FD_CLOEXEC) once, dup'ed
+ * fds sharing one, collecting what it prepared in @e; where @e cannot
+ * grow, @drop lets that one go at once.
+ */
+static void exec_each(struct exec_handed *e,
+		      void (*hand)(struct xs_sock *s, int fd,
+				   struct xs_handed *h, void *arg),
+		      void (*drop)(struct xs_handed *h), void *arg)
 {
-	unsigned int how = XS_HAND_EXEC | (exec_bare(envp) ? XS_HAND_BARE : 0);
 	struct xs_handed h, *n;
 	size_t cap = 0;
 	struct xs_sock *s;
@@ -72,7 +77,7 @@ static void exec_prepare(struct exec_handed *e, char *const envp[])
 		fl = xs_real.fcntl(fd, F_GETFD);
 		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
 		    !(fl & FD_CLOEXEC) && !exec_seen(e, s)) {
-			(void)xs_sock_hand(s, fd, how, &h);
+			hand(s, fd, &h, arg);
 			if (e->nr == cap &&
 			    (n = realloc(e->h,
 					 (cap ? 2 * cap : 8) * sizeof(*n)))) {
@@ -81,11 +86,31 @@ static void exec_prepare(struct exec_handed *e, char *const envp[])
 			}
 			if (e->nr < cap)
 				e->h[e->nr++] = h;
-			else /* kept only if the exec fails: let it go */
-				xs_sock_hand_done(&h, true);
+			else
+				drop(&h);
 		}
 		xs_sock_put(s);
 	}
+}
+
+static void exec_hand_one(struct xs_sock *s, int fd, struct xs_handed *h,
+			  void *how)
+{
+	(void)xs_sock_hand(s, fd, *(unsigned int *)how, h);
+}
+
+/* kept only if the exec fails: let it go */
+static void exec_drop_one(struct xs_handed *h)
+{
+	xs_sock_hand_done(h, true);
+}
+
+/* Hand every inheritable RDMA socket to the image an exec makes. */
+static void exec_prepare(struct exec_handed *e, char *const envp[])
+{
+	unsigned int how = XS_HAND_EXEC | (exec_bare(envp) ? XS_HAND_BARE : 0);
+
+	exec_each(e, exec_hand_one, exec_drop_one, &how);
 }
 
 /* After an exec that returned: @rc, with errno as the exec left it; what
@@ -265,41 +290,28 @@ struct spawn_lent {
 	struct exec_handed e;
 };
 
+static void spawn_lend_one(struct xs_sock *s, int fd, struct xs_handed *h,
+			   void *arg)
+{
+	struct spawn_lent *sl = arg;
+
+	(void)xs_sock_spawn_lend(s, fd, &sl->own, &sl->child, h);
+}
+
+static void spawn_drop_one(struct xs_handed *h)
+{
+	xs_sock_spawn_done(h, false);
+}
+
 /* Lend every inheritable RDMA socket to the image posix_spawn() makes
  * with environment @envp (none to one without the library). */
 static void spawn_prepare(struct spawn_lent *sl, char *const envp[])
 {
-	struct xs_handed h, *n;
-	size_t cap = 0;
-	struct xs_sock *s;
-	int fd = -1, fl;
-
 	sl->own = sl->child = -1;
 	sl->e.h = NULL;
 	sl->e.nr = 0;
-	if (exec_bare(envp ? envp : environ))
-		return;
-	while ((fd = xs_fdtab_next(fd)) >= 0) {
-		if (!(s = xs_fdtab_get(fd)))
-			continue;
-		fl = xs_real.fcntl(fd, F_GETFD);
-		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
-		    !(fl & FD_CLOEXEC) && !exec_seen(&sl->e, s)) {
-			(void)xs_sock_spawn_lend(s, fd, &sl->own, &sl->child,
-						 &h);
-			if (sl->e.nr == cap &&
-			    (n = realloc(sl->e.h,
-					 (cap ? 2 * cap : 8) * sizeof(*n)))) {
-				sl->e.h = n;
-				cap = cap ? 2 * cap : 8;
-			}
-			if (sl->e.nr < cap)
-				sl->e.h[sl->e.nr++] = h;
-			else
-				xs_sock_spawn_done(&h, false);
-		}
-		xs_sock_put(s);
-	}
+	if (!exec_bare(envp ? envp : environ))
+		exec_each(&sl->e, spawn_lend_one, spawn_drop_one, sl);
 }
 
 /* After posix_spawn() returned @rc (0: a child was made). */
