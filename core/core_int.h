@@ -235,7 +235,8 @@ int xs_move_spawn_open(uint64_t *cookies, size_t nr, int *child);
 
 /**
  * xs_move_poll_fds() - our ends of our children's channels, for a poll
- * @p:     the poll array (*@cap entries, grown with realloc as needed)
+ * @p:     the poll array (*@cap entries, grown with realloc as needed;
+ *         nothing allocated while there is no channel)
  * @cap:   its room
  * @first: where ours start in it
  * Return: entries written from @first (POLLIN asked).

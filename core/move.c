@@ -166,7 +166,11 @@ size_t xs_move_poll_fds(struct pollfd **p, size_t *cap, size_t first)
 	size_t i, n = first;
 
 	pthread_mutex_lock(&move_own_lock);
-	if (first + move_nr_own > *cap || !*cap) {
+	/* No channel, no allocation: the probe thread that asks calls no
+	 * malloc until a fork makes one, so the application's allocator
+	 * keeps no per-thread state for it (a jemalloc arena, which
+	 * redis's 10 Hz memory statistics walk) */
+	if (move_nr_own && first + move_nr_own > *cap) {
 		np = realloc(*p, (first + move_nr_own + 1) * sizeof(*np));
 		if (np) {
 			*p = np;
