@@ -68,6 +68,14 @@
  * (SMTP, MySQL) on RDMA; a client without xsock costs it once.
  */
 #define NEG_HURRY_MS 5 /* for a client whose probe this host never saw */
+/*
+ * The longest close() of an unclaimed socket waits for the hello of a
+ * client that probed (neg_close_await_hello()). The hello trails the
+ * handshake by a moment; 20 ms covers a sender descheduled for a few
+ * timeslices on a loaded host, and is paid only by a server that closes
+ * before reading a connection accepted that very moment.
+ */
+#define NEG_CLOSE_HELLO_MS 20
 
 struct neg_wait {
 	uint64_t token;	      /* 0: free */
@@ -692,6 +700,33 @@ out_free:
 
 /* ---------------------------------------------------------- strip */
 
+/*
+ * A server that closes a connection it never read before its client's
+ * hello came (a health check's target that accepts and closes at once):
+ * the hello would meet a closed socket, and its RST would fail the
+ * client's next send with EPIPE, where over kernel TCP that send succeeds
+ * (the application's own first bytes draw the RST, later). A client that
+ * probed sent its hello right after its handshake's last ACK, before this
+ * accept returned: wait for it, NEG_CLOSE_HELLO_MS at most, and take it,
+ * so that the close sends a FIN and nothing of ours is left unread.
+ * Context: close() of an unclaimed socket, on the application's thread.
+ */
+static void neg_close_await_hello(struct xs_sock *s, int fd)
+{
+	uint64_t until = xs_now_us() + NEG_CLOSE_HELLO_MS * 1000u, now;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while ((atomic_load(&s->strip) & (1u << XS_TCP_HELLO)) &&
+	       (now = xs_now_us()) < until) {
+		if (xs_real.poll(&p, 1, (int)((until - now + 999u) / 1000u)) <
+			    0 &&
+		    errno != EINTR)
+			return;
+		/* takes the hello, or ends the wait: bytes not ours, EOF */
+		(void)xs_sock_strip(s, fd, true);
+	}
+}
+
 void xs_sock_closing(struct xs_sock *s, int fd)
 {
 	int fl, err = errno;
@@ -708,6 +743,8 @@ void xs_sock_closing(struct xs_sock *s, int fd)
 	}
 	atomic_store(&s->strip, (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
 	(void)xs_sock_strip(s, fd, true);
+	if (s->neg_expect)
+		neg_close_await_hello(s, fd);
 	errno = err;
 }
 

@@ -57,18 +57,22 @@ plain_server()
 }
 
 @test "sock: a server that accepts and closes unread: its xsock client sees EOF, as over kernel TCP" {
-	local ac=tests/tools/acceptclose.py kernel
+	local ac=tests/tools/acceptclose.py kernel round
 	remote_bg "acs$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acs.stats" \
-		python3 "$ac" serve "$XS_ADDR_A" "$port" 2
+		python3 "$ac" serve "$XS_ADDR_A" "$port" 6
 	server_ready "acs$BATS_TEST_NUMBER" rdma
 	run --separate-stderr timeout 30 python3 "$ac" client "$XS_ADDR_A" "$port"
 	kernel=$output
 	echo "kernel: $kernel $stderr"
 	[[ "$kernel" == "recv=0 send=1" ]]
-	# the xsock client's hello, unread, made that close an RST
-	run --separate-stderr timeout 30 env $(xsenv acc) python3 "$ac" client "$XS_ADDR_A" "$port"
-	echo "xsock: $output $stderr"
-	[[ "$output" == "$kernel" ]]
+	# the xsock client's hello, unread, would make that close an RST; one
+	# that arrives just after the close, an RST for the client's send
+	# (a race: 11 of 40 rounds lost it before close() waited for it)
+	for round in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 env $(xsenv acc) python3 "$ac" client "$XS_ADDR_A" "$port"
+		echo "xsock $round: $output $stderr"
+		[[ "$output" == "$kernel" ]]
+	done
 	"$XS_REMOTE" --wait "acs$BATS_TEST_NUMBER" --timeout 30
 	cat "$XS_RUN_DIR/acs.stats"
 	[[ $(stat acs accepts) == 0 && $(stat acc connects) == 0 ]] # nothing moved
