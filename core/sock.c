@@ -85,6 +85,15 @@ static pthread_mutex_t sock_probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sock_probe_cond = PTHREAD_COND_INITIALIZER;
 static bool sock_probe_kicked; /* sock_probe_lock */
 
+/* Sockets of ours between the two halves of their last close (see
+ * xs_sock_put()), which another thread may run while the process exits:
+ * a negotiation's reference dropped by xsock-cm after the application's
+ * close. The exit summary waits for them, SOCK_TEARDOWN_WAIT_MS at most
+ * (a teardown never waits on the peer: a stream still draining lingers
+ * on its own). */
+static atomic_uint sock_tear_starts, sock_tear_ends;
+#define SOCK_TEARDOWN_WAIT_MS 200
+
 static pthread_mutex_t sock_neg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sock_neg sock_neg[SOCK_NEG_SLOTS]; /* protected by the lock */
 
@@ -799,6 +808,9 @@ void xs_sock_put(struct xs_sock *s)
 	xs_self_del(s);
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		xs_stats_inc(decided[XS_KIND_PENDING]); /* closed undecided */
+	/* from its unlink off sock_live to its counters in the closed
+	 * ones, the exit summary would count it nowhere */
+	atomic_fetch_add(&sock_tear_starts, 1);
 	sock_teardown(s);
 	sock_pool_lock_all(&old);
 	xs_pub_give(s->pub, &s->pub_own);
@@ -806,6 +818,24 @@ void xs_sock_put(struct xs_sock *s)
 	s->next_free = sock_free_list;
 	sock_free_list = s;
 	sock_pool_unlock_all(&old);
+	atomic_fetch_add(&sock_tear_ends, 1);
+}
+
+unsigned int xs_sock_teardowns_wait(void)
+{
+	uint64_t deadline = xs_now_us() + SOCK_TEARDOWN_WAIT_MS * 1000u;
+	unsigned int starts;
+
+	while ((starts = atomic_load(&sock_tear_starts)) !=
+		       atomic_load(&sock_tear_ends) &&
+	       xs_now_us() < deadline)
+		usleep(200);
+	return starts;
+}
+
+unsigned int xs_sock_teardowns(void)
+{
+	return atomic_load(&sock_tear_starts);
 }
 
 enum xs_fallback_reason xs_sock_reason(struct xs_sock *s)

@@ -68,12 +68,24 @@ void xs_stats_dump(void)
 {
 	const struct xs_config *cfg = xs_core_cfg();
 	const struct xs_shm_process *p = xs_statp;
-	struct xs_shm_counters sum = p->closed;
+	struct xs_shm_counters sum;
 	struct stats_buf b = { .off = 0 };
 	int fd, i, saved = errno;
 
 	if (!cfg || cfg->stats == XS_STATS_OFF || !xs_real.write)
 		return;
+	/* A socket whose last close another thread runs meanwhile would be
+	 * in neither the live sockets nor the closed counters: read them
+	 * while none runs (a few tries; xsock-cm may drop the last
+	 * reference of a negotiated socket while the process exits). */
+	for (i = 0; i < 5; i++) {
+		unsigned int begun = xs_sock_teardowns_wait();
+
+		sum = p->closed;
+		xs_sock_live_sum(&sum);
+		if (xs_sock_teardowns() == begun)
+			break;
+	}
 	/* Processes that never had a stream socket (a shell, ls) stay quiet;
 	 * a forked child that decided one it inherited speaks. */
 	for (i = 0; i < XS_KIND__COUNT; i++)
@@ -82,7 +94,6 @@ void xs_stats_dump(void)
 	if (p->sockets == 0 && i == XS_KIND__COUNT && !p->rdma_connects &&
 	    !p->rdma_accepts)
 		return;
-	xs_sock_live_sum(&sum);
 	stats_put(&b, "xsock stats pid %d (%s): %llu stream sockets\n",
 		  (int)getpid(), program_invocation_short_name,
 		  (unsigned long long)p->sockets);

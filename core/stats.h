@@ -74,4 +74,18 @@ void xs_pub_fork_child(void);
  */
 void xs_sock_live_sum(struct xs_shm_counters *sum);
 
+/**
+ * xs_sock_teardowns_wait() - wait until no other thread is between
+ *                            unlinking a closed RDMA socket and adding its
+ *                            counters to the process's closed ones
+ * Context: the exit summary, before it reads them; sleeps 200 ms at most
+ * (SOCK_TEARDOWN_WAIT_MS); takes no lock.
+ * Return: the teardowns begun so far (see xs_sock_teardowns()).
+ */
+unsigned int xs_sock_teardowns_wait(void);
+
+/* xs_sock_teardowns() - the teardowns begun so far: unchanged across a
+ * read of the counters, none began while it ran. */
+unsigned int xs_sock_teardowns(void);
+
 #endif /* XS_CORE_STATS_H */
