@@ -182,6 +182,11 @@ static void stream_fail(struct xs_stream *s, int err, const char *why)
 	stream_news();
 	if (s->error)
 		return;
+	/* Both directions on the kernel TCP connection and the peer's QP
+	 * gone: the RDMA side carries nothing more, and its WRs still in
+	 * flight (a credit return) fail with no one to tell. */
+	if (s->peer_gone && s->move_sent && s->peer_moved)
+		return;
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	s->error = err;
 	s->error_pending = true;
@@ -477,8 +482,57 @@ static int stream_poll_cq(struct xs_stream *s)
 	return n;
 }
 
-/* Drain the CM channel: a DISCONNECTED before FIN is a reset; after FIN,
- * the peer is gone. */
+/*
+ * A DISCONNECTED without the peer's FIN: its process ended without a word
+ * (SIGKILL, a crash, abort()), and its kernel destroyed the QP and the
+ * rdma_cm id. That kernel closed the process's TCP socket too, as it
+ * closes every socket of a process that dies: a FIN, since nothing of
+ * ours ever went there. So the connection goes on where its kernel
+ * left it, on the kernel TCP connection: both directions move there,
+ * locally, as after a MOVE each way (reads after what came over RDMA see
+ * that FIN, or what another holder of the socket sends; sends get the
+ * kernel's answer, its RST). Only when nothing shows a loss:
+ *  - every region the peer announced is READ whole (its memory is gone:
+ *    a region not READ is lost, and a reset says so);
+ *  - nothing of ours is in flight, and every buffer we filled came back
+ *    as a credit (the dead program read it all: a kernel with unread
+ *    data would have sent RST). Credits come back in batches, so a
+ *    peer that read everything may still look unread here: a reset,
+ *    where the kernel would say EOF.
+ * What no one can see: eager messages the dying process had posted and
+ * its HCA had not yet sent when its kernel destroyed the QP; they are
+ * lost, as no receiver learns of them (rxe sends within the post's
+ * system call; an HCA within microseconds of the doorbell, well before a
+ * killed process's files are closed).
+ * Called with s->lock held. Return: whether it moved.
+ */
+static bool stream_peer_ended(struct xs_stream *s)
+{
+	const struct xs_stream_rx *e;
+	uint32_t i;
+
+	if (s->error || s->move_want || s->move_sent || s->peer_moved ||
+	    s->tx_queued || s->rndv_tx_bytes || s->rst_sent ||
+	    s->tx_credits != s->c->peer.credits)
+		return false;
+	for (i = 0; i < s->rxq_len; i++) {
+		e = &s->rxq[(s->rxq_head + i) % s->c->nr_rx];
+		if (e->state != XS_RX_DATA && (e->state != XS_RX_RNDV_READY ||
+					       e->roff + e->end < e->rlen))
+			return false;
+	}
+	s->peer_moved = true;
+	s->move_sent = true;
+	atomic_store(&s->moved_tx, true);
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&s->cond);
+	xs_info("stream", "the peer ended without a FIN, nothing lost: "
+			  "the rest on its kernel TCP connection");
+	return true;
+}
+
+/* Drain the CM channel: a DISCONNECTED before FIN is the peer's end
+ * (stream_peer_ended()) or a reset; after FIN, the peer is gone. */
 static void stream_cm_events(struct xs_stream *s)
 {
 	struct rdma_cm_event *ev;
@@ -490,7 +544,8 @@ static void stream_cm_events(struct xs_stream *s)
 			 * before it disconnected: reap them first. */
 			while (stream_poll_cq(s) > 0)
 				;
-			if (!s->peer_fin && !(s->peer_moved && s->move_sent))
+			if (!s->peer_fin && !(s->peer_moved && s->move_sent) &&
+			    !stream_peer_ended(s))
 				stream_reset(s,
 					     "peer disconnected without FIN");
 			/* Its QP is gone: what we still send is never
@@ -1467,7 +1522,7 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	if (s->error) /* tcp_poll() of a socket closed by an RST */
 		ev |= (s->error_pending ? XS_EV_ERR : 0) | XS_EV_HUP |
 		      XS_EV_IN | XS_EV_RDHUP | XS_EV_OUT;
-	if (s->peer_gone) /* sends fail at once */
+	if (s->peer_gone && !s->move_sent) /* sends fail at once */
 		ev |= XS_EV_OUT | XS_EV_HUP;
 	if (s->wr_shut && s->peer_fin)
 		ev |= XS_EV_HUP;
