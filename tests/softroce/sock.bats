@@ -214,6 +214,79 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	done
 }
 
+# bats test_tags=two
+@test "sock: a sender ended by exit(), _exit(), SIGKILL or abort() right after its last send: every byte, then EOF, as over kernel TCP; a region never READ is a reset" {
+	local mode size count st env how want
+	# 1 B and 4000 B go eagerly (XSOCK_EAGER_LIMIT 4096): every message
+	# is out before send() returns (rxe sends within the post's system
+	# call). 64 KiB and 8 MiB go as regions the receiver READs: those the
+	# killed process had exposed and not seen READ go with its memory,
+	# and the receiver is told.
+	for mode in kernel xsock; do
+		for how in "exit 4000" "_exit 4000" "kill 1" "kill 4000" "kill 65536" "kill 8388608" "abort 4000"; do
+			size=${how#* } how=${how% *}
+			port=$((port + 1))
+			rm -f "$XS_RUN_DIR/ksink.stats"
+			env=()
+			[[ $mode == xsock ]] && env=(LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/ksink.stats")
+			remote_bg "ksink$mode$how$size" bash -c "${env[*]} '$XSNET' sink '$XS_ADDR_A' '$port' |
+				wc -c >'$XS_RUN_DIR/ksink.count'; echo \${PIPESTATUS[0]} >'$XS_RUN_DIR/ksink.status'"
+			server_ready "ksink$mode$how$size" "$([[ $mode == xsock ]] && echo rdma || echo tcp)"
+			if [[ $mode == xsock ]]; then
+				run --separate-stderr timeout 60 env $(xsenv kblast) "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
+			else
+				run --separate-stderr timeout 60 "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
+			fi
+			want=0 # exit, _exit; SIGKILL: 137, SIGABRT: 134
+			[[ $how == kill ]] && want=137
+			[[ $how == abort ]] && want=134
+			((status == want))
+			"$XS_REMOTE" --wait "ksink$mode$how$size" --timeout 60
+			count=$(cat "$XS_RUN_DIR/ksink.count") st=$(cat "$XS_RUN_DIR/ksink.status")
+			echo "$mode $size: $count bytes, status $st"
+			note "$how after $size B, $mode: receiver read $count B, then $([[ $st == 0 ]] && echo EOF || echo a reset)"
+			if [[ $mode == kernel || $size -le 4000 || $how == *exit ]]; then
+				[[ $count == "$size" && $st == 0 ]]
+			else # all and EOF, or what came and a reset: never less and EOF
+				[[ ($count == "$size" && $st == 0) || ($count -lt $size && $st != 0) ]]
+			fi
+			[[ $mode == kernel ]] || [[ $(stat ksink accepts) == 1 && $(stat ksink received) == "$count" ]]
+		done
+	done
+}
+
+@test "sock: a server reading until EOF from a client killed by SIGKILL gets EOF and its reply goes, as over kernel TCP" {
+	local mode env out
+	for mode in kernel xsock; do
+		port=$((port + 1))
+		env=()
+		[[ $mode == xsock ]] && env=(env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/kps.stats" XSOCK_LOG="info:$XS_RUN_DIR/kps.log")
+		rm -f "$XS_RUN_DIR/kps.stats" "$XS_RUN_DIR/kps.log"
+		remote_bg "kps$mode" "${env[@]}" python3 tests/tools/killpeer.py serve "$XS_ADDR_A" "$port"
+		server_ready "kps$mode" "$([[ $mode == xsock ]] && echo rdma || echo tcp)"
+		if [[ $mode == xsock ]]; then
+			env $(xsenv kpc) python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" \
+				>"$BATS_TEST_TMPDIR/kpc.out" 2>&1 &
+		else
+			python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" >"$BATS_TEST_TMPDIR/kpc.out" 2>&1 &
+		fi
+		local cli=$!
+		locals+=("$cli")
+		retry_for 60 grep -qx streaming "$BATS_TEST_TMPDIR/kpc.out"
+		kill -KILL "$cli"
+		"$XS_REMOTE" --wait "kps$mode" --timeout 60
+		out=$(grep '^end=' "$XS_RUN_DIR/remote/kps$mode.log")
+		echo "$mode: $out"
+		note "python server, client SIGKILLed mid-stream, $mode: $out"
+		[[ $out == "end=EOF bytes="*" sendall=ok" ]]
+		if [[ $mode == xsock ]]; then
+			cat "$XS_RUN_DIR/kps.stats" "$XS_RUN_DIR/kps.log"
+			[[ $(stat kps accepts) == 1 ]]
+			grep -q "the peer ended without a FIN, nothing lost" "$XS_RUN_DIR/kps.log"
+		fi
+	done
+}
+
 @test "sock: 1000 connections open at once in one process, each echoing" {
 	# 1000 receive rings of 36 x 4 KiB on the server: 144 MiB of pool
 	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_POOL_MB=256 \

@@ -11,9 +11,10 @@
  *                              "OK <bytes>" back to the sender
  *   xsnet source IP PORT CHUNK stdin to the server in CHUNK-byte writes,
  *                              shutdown(SHUT_WR), print the server's reply
- *   xsnet blast IP PORT BYTES [exit|_exit]
+ *   xsnet blast IP PORT BYTES [exit|_exit|kill|abort]
  *                              write BYTES and end without close(), by
- *                              exit() (the default) or _exit()
+ *                              exit() (the default), _exit(), SIGKILL or
+ *                              abort()
  *   xsnet sizes IP PORT S...   echo each size S through one connection
  *                              (a writer thread and the reader at once)
  *   xsnet soak IP PORT STOP    one connection: a writer thread streams a
@@ -233,7 +234,7 @@ static int do_sink(const char *ip, const char *port)
 	return 0;
 }
 
-/* Connect, write @total pattern bytes, end by @how (exit, _exit) without
+/* Connect, write @total pattern bytes, end by @how (exit, _exit, kill, abort)
  * close(). */
 static int do_blast(const char *ip, const char *port, size_t total,
 		    const char *how)
@@ -251,6 +252,10 @@ static int do_blast(const char *ip, const char *port, size_t total,
 	/* the fd stays open: the process's end must deliver the bytes */
 	if (!strcmp(how, "_exit"))
 		_exit(0);
+	if (!strcmp(how, "kill"))
+		raise(SIGKILL);
+	if (!strcmp(how, "abort"))
+		abort();
 	exit(0);
 }
 
