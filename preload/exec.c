@@ -235,52 +235,66 @@ static char **exec_argv(const char *arg, va_list ap, char *const **envp)
 	return argv;
 }
 
+/* Which exec an execl-family call ends in. */
+enum exec_list_how {
+	EXEC_LIST_PATH,	  /* execl: execv(path) */
+	EXEC_LIST_SEARCH, /* execlp: execvp(file), searched in PATH */
+	EXEC_LIST_ENV,	  /* execle: execve(path), the environment after NULL */
+};
+
+/*
+ * execl, execlp and execle: the list from @arg on as an argv, then the
+ * exec of @how on @target. Return: as the exec (no return on success).
+ */
+static int exec_list(const char *target, const char *arg, va_list ap,
+		     enum exec_list_how how)
+{
+	char *const *envp = NULL;
+	char **argv = exec_argv(arg, ap, how == EXEC_LIST_ENV ? &envp : NULL);
+	int rc;
+
+	if (!argv)
+		return -1;
+	if (how == EXEC_LIST_SEARCH)
+		rc = exec_vp(target, argv);
+	else if (how == EXEC_LIST_ENV)
+		rc = exec_ve(target, argv, envp);
+	else
+		rc = exec_v(target, argv);
+	XS_SAVE_ERRNO(free(argv));
+	return rc;
+}
+
 XS_EXPORT int execl(const char *path, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	int rc;
 
 	va_start(ap, arg);
-	argv = exec_argv(arg, ap, NULL);
+	rc = exec_list(path, arg, ap, EXEC_LIST_PATH);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	rc = exec_v(path, argv);
-	XS_SAVE_ERRNO(free(argv));
 	return rc;
 }
 
 XS_EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	int rc;
 
 	va_start(ap, arg);
-	argv = exec_argv(arg, ap, NULL);
+	rc = exec_list(file, arg, ap, EXEC_LIST_SEARCH);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	rc = exec_vp(file, argv);
-	XS_SAVE_ERRNO(free(argv));
 	return rc;
 }
 
 XS_EXPORT int execle(const char *path, const char *arg, ...)
 {
-	char *const *envp;
-	char **argv;
 	va_list ap;
 	int rc;
 
 	va_start(ap, arg);
-	argv = exec_argv(arg, ap, &envp);
+	rc = exec_list(path, arg, ap, EXEC_LIST_ENV);
 	va_end(ap);
-	if (!argv)
-		return -1;
-	rc = exec_ve(path, argv, envp);
-	XS_SAVE_ERRNO(free(argv));
 	return rc;
 }
 
