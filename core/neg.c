@@ -722,8 +722,10 @@ static void neg_close_await_hello(struct xs_sock *s, int fd)
 			    0 &&
 		    errno != EINTR)
 			return;
-		/* takes the hello, or ends the wait: bytes not ours, EOF */
-		(void)xs_sock_strip(s, fd, true);
+		/* takes the hello, or ends the wait: bytes not ours, EOF; a
+		 * part of it: the rest a moment later */
+		if (xs_sock_strip(s, fd, true) == -EAGAIN)
+			xs_real.poll(NULL, 0, 1);
 	}
 }
 

@@ -301,6 +301,8 @@ void xs_core_atfork_child(void)
 	pid_t parent = sock_owner_pid;
 
 	sock_owner_pid = getpid();
+	/* a teardown another thread of the parent ran is not this one's */
+	atomic_store(&sock_tear_ends, atomic_load(&sock_tear_starts));
 	xs_log_unlock();
 	xs_dev_unlock();
 	/* the parent's lingering streams and open sockets are not ours */
@@ -790,6 +792,19 @@ static void sock_teardown(struct xs_sock *s)
 	}
 	if (mine)
 		sock_linger_reap();
+}
+
+void xs_sock_close_failed(struct xs_sock *s, int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+	int err = errno;
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved) ||
+	    !xs_sock_mine(s) || atomic_load(&s->refcnt) != 1 ||
+	    !xs_stream_failed(s->stream))
+		return;
+	(void)xs_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	errno = err;
 }
 
 void xs_sock_put(struct xs_sock *s)

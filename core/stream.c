@@ -521,6 +521,18 @@ static bool stream_peer_ended(struct xs_stream *s)
 					       e->roff + e->end < e->rlen))
 			return false;
 	}
+	if (s->wr_shut) {
+		/* our FIN went over RDMA, and the kernel socket's sends were
+		 * never shut: its FIN is the peer's last word here, and
+		 * sends fail (EPIPE) as after shutdown(SHUT_WR) */
+		s->peer_fin = true;
+		s->pub->flags |= XS_SHM_F_PEER_FIN;
+		atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+		pthread_cond_broadcast(&s->cond);
+		xs_info("stream", "the peer ended without a FIN, nothing lost: "
+				  "end of stream");
+		return true;
+	}
 	s->peer_moved = true;
 	s->move_sent = true;
 	atomic_store(&s->moved_tx, true);
@@ -1534,6 +1546,16 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	return ev;
 }
 
+bool xs_stream_failed(struct xs_stream *s)
+{
+	bool failed;
+
+	pthread_mutex_lock(&s->lock);
+	failed = s->error != 0;
+	pthread_mutex_unlock(&s->lock);
+	return failed;
+}
+
 bool xs_stream_unread(struct xs_stream *s)
 {
 	bool unread;
@@ -1571,7 +1593,10 @@ int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
 	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
-	if (s->error || (s->peer_gone && !s->peer_fin)) {
+	/* a peer gone without its FIN: a reset, unless its end moved both
+	 * directions to the kernel connection (stream_peer_ended()) */
+	if (s->error || (s->peer_gone && !s->peer_fin &&
+			 !(s->peer_moved && s->move_sent))) {
 		pthread_mutex_unlock(&s->lock);
 		return -ECONNRESET;
 	}

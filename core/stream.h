@@ -353,6 +353,13 @@ void xs_stream_news_bump(void);
  */
 bool xs_stream_unread(struct xs_stream *s);
 
+/**
+ * xs_stream_failed() - whether the stream was reset or failed (a WR that
+ *                      never completed, the peer's RESET)
+ * @s: stream. Context: takes s->lock.
+ */
+bool xs_stream_failed(struct xs_stream *s);
+
 /* xs_stream_moved() bits */
 #define XS_MOVED_TX 0x1 /* our MOVE is posted: sends go to the kernel */
 #define XS_MOVED_RX 0x2 /* the peer's MOVE came and its RDMA bytes are read */

@@ -687,6 +687,20 @@ int xs_sock_move(struct xs_sock *s, int fd);
  */
 int xs_sock_let_go(struct xs_sock *s, int fd, bool ending);
 
+/**
+ * xs_sock_close_failed() - before the last close of an RDMA socket whose
+ *                          stream failed (its bytes may not have gone),
+ *                          make the kernel socket's close an RST
+ *                          (SO_LINGER {1, 0}), so that a peer that goes on
+ *                          on the kernel TCP connection (a peer ended
+ *                          without a FIN, core/stream.c) reads ECONNRESET,
+ *                          not an EOF that would hide the loss
+ * @s:  socket; caller holds a reference
+ * @fd: its fd, not closed yet
+ * Context: close(2), the application's thread; errno as it was.
+ */
+void xs_sock_close_failed(struct xs_sock *s, int fd);
+
 /* What xs_sock_hand() prepared for one socket (zeroed: nothing). */
 struct xs_handed {
 	int fd;

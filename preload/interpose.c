@@ -135,8 +135,10 @@ XS_EXPORT int close(int fd)
 	s = xs_fdtab_remove(fd);
 	if (s && xs_sock_negotiable(s))
 		xs_sock_closing(s, fd); /* a FIN, not an RST, goes out */
-	else if (s && xs_sock_kind(s) == XS_KIND_RDMA)
+	else if (s && xs_sock_kind(s) == XS_KIND_RDMA) {
 		(void)xs_sock_let_go(s, fd, false); /* a child may hold it */
+		xs_sock_close_failed(s, fd);	    /* bytes lost: an RST */
+	}
 	xs_log_fd_closed(fd);
 	xs_poll_fd_closed(fd);
 	rc = XS_CALL(close, fd);
