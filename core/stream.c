@@ -527,19 +527,16 @@ static bool stream_peer_ended(struct xs_stream *s)
 		 * sends fail (EPIPE) as after shutdown(SHUT_WR) */
 		s->peer_fin = true;
 		s->pub->flags |= XS_SHM_F_PEER_FIN;
-		atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-		pthread_cond_broadcast(&s->cond);
-		xs_info("stream", "the peer ended without a FIN, nothing lost: "
-				  "end of stream");
-		return true;
+	} else {
+		s->peer_moved = true;
+		s->move_sent = true;
+		atomic_store(&s->moved_tx, true);
 	}
-	s->peer_moved = true;
-	s->move_sent = true;
-	atomic_store(&s->moved_tx, true);
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	pthread_cond_broadcast(&s->cond);
-	xs_info("stream", "the peer ended without a FIN, nothing lost: "
-			  "the rest on its kernel TCP connection");
+	xs_info("stream", "the peer ended without a FIN, nothing lost: %s",
+		s->wr_shut ? "end of stream"
+			   : "the rest on its kernel TCP connection");
 	return true;
 }
 
