@@ -252,6 +252,30 @@ size_t xs_move_poll_fds(struct pollfd **p, size_t *cap, size_t first);
  */
 void xs_move_serve(int fd);
 
+/**
+ * xs_watch_add() - watch the kernel TCP socket @fd under a new RDMA stream
+ *                  for the peer's FIN or RST (core/watch.c)
+ * @fd:     an fd of that socket (the entry follows its file, not @fd)
+ * @cookie: its SO_COOKIE, what xs_watch_ended() reports
+ * Context: any thread; takes watch_lock; no-op when @fd < 0 or
+ * @cookie is 0, or when no epoll set can be made (logged once).
+ */
+void xs_watch_add(int fd, uint64_t cookie);
+
+/**
+ * xs_watch_ended() - the cookies of watched kernel sockets that got their
+ *                    peer's FIN or RST since the last call
+ * @cookies: where they go
+ * @max:     its room; what does not fit stays for the next call
+ * Context: the probe thread; never blocks.
+ * Return: how many were written.
+ */
+size_t xs_watch_ended(uint64_t *cookies, size_t max);
+
+/* xs_watch_fork_child() - a forked child's own, empty set. Context: the
+ * child's atfork handler, single-threaded. */
+void xs_watch_fork_child(void);
+
 /* xs_sock_probe_kick() - the probe thread looks at its poll set again */
 void xs_sock_probe_kick(void);
 

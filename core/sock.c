@@ -318,6 +318,7 @@ void xs_core_atfork_child(void)
 	if (sock_probe_evfd >= 0) /* the parent's probe thread's */
 		xs_real.close(sock_probe_evfd);
 	sock_probe_evfd = -1;
+	xs_watch_fork_child();
 	pthread_mutex_unlock(&sock_linger_lock);
 	xs_neg_fork_child(); /* unlocks neg_lock */
 	pthread_mutex_unlock(&sock_neg_lock);
@@ -678,17 +679,21 @@ static void sock_probe_nap(int ms)
 	pthread_mutex_unlock(&sock_probe_lock);
 }
 
+/* Kernel connections found ended (core/watch.c) taken per look; more
+ * wait for the next. */
+#define SOCK_PROBE_ENDED 64
+
 /*
  * The probe thread: once a second, a look at every live stream (silence,
- * keepalive); meanwhile it answers the channels through which the
+ * keepalive, its kernel TCP connection's end); meanwhile it answers the channels through which the
  * children forked since ask for the move of one of our connections
  * (core/move.c).
  */
 static void *sock_probe_main(void *arg)
 {
+	uint64_t now, next = xs_now_us() + 1000000u, v, ended[SOCK_PROBE_ENDED];
+	size_t cap = 0, n, i, nr_ended;
 	struct pollfd *p = NULL;
-	uint64_t now, next = xs_now_us() + 1000000u, v;
-	size_t cap = 0, n, i;
 	struct xs_sock *s;
 	int idle, wait_ms;
 	XS_INSIDE(); /* a thread of ours, for good: it probes streams */
@@ -717,9 +722,13 @@ static void *sock_probe_main(void *arg)
 		if (now < next)
 			continue;
 		next = now + 1000000u;
+		nr_ended = xs_watch_ended(ended, SOCK_PROBE_ENDED);
 		pthread_mutex_lock(&sock_linger_lock);
 		for (s = sock_probe_stopped ? NULL : sock_live; s;
 		     s = s->live_next) {
+			for (i = 0; i < nr_ended; i++)
+				if (ended[i] == s->rdma_cookie)
+					xs_stream_kernel_ended(s->stream);
 			idle = atomic_load_explicit(&s->keepidle_s,
 						    memory_order_relaxed);
 			xs_stream_probe(s->stream, now,
@@ -1227,6 +1236,7 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	sock_live = s;
 	sock_probe_start_locked();
 	pthread_mutex_unlock(&sock_linger_lock);
+	xs_watch_add(fd, s->rdma_cookie);
 	pthread_mutex_lock(&s->lock);
 	sock_set_kind(s, XS_KIND_RDMA, XS_FB_NONE);
 	pthread_mutex_unlock(&s->lock);

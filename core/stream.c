@@ -346,6 +346,8 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		stream_reset(s, "cannot repost a receive buffer");
 }
 
+static void stream_peer_lost(struct xs_stream *s, const char *why);
+
 static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 {
 	uint64_t i = wc->wr_id & ~STREAM_WR_SEND;
@@ -375,11 +377,19 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 					: "send",
 				ibv_wc_status_str(wc->status), wc->vendor_err);
 		/* The peer stopped acknowledging: the retransmission timeout
-		 * of TCP (tcp_write_err), ETIMEDOUT. */
-		stream_fail(s,
-			    wc->status == IBV_WC_RETRY_EXC_ERR ? -ETIMEDOUT
-							       : -ECONNRESET,
-			    ibv_wc_status_str(wc->status));
+		 * of TCP (tcp_write_err), ETIMEDOUT; unless its kernel TCP
+		 * connection had ended before: then its process did, and its
+		 * DISCONNECTED was lost (xs_stream_kernel_ended()). */
+		if (s->kernel_ended && wc->status == IBV_WC_RETRY_EXC_ERR &&
+		    !s->error && !s->peer_gone)
+			stream_peer_lost(s, "peer's QP gone after the end of "
+					    "its TCP connection");
+		else
+			stream_fail(s,
+				    wc->status == IBV_WC_RETRY_EXC_ERR
+					    ? -ETIMEDOUT
+					    : -ECONNRESET,
+				    ibv_wc_status_str(wc->status));
 	}
 	if (wc->wr_id & STREAM_WR_BIND)
 		return; /* a failed bind; the reset above says it all */
@@ -540,8 +550,20 @@ static bool stream_peer_ended(struct xs_stream *s)
 	return true;
 }
 
-/* Drain the CM channel: a DISCONNECTED before FIN is the peer's end
- * (stream_peer_ended()) or a reset; after FIN, the peer is gone. */
+/* The peer's QP is gone (@why: how we know): before its FIN, its end
+ * (stream_peer_ended()) or a reset. What we still send is never
+ * acknowledged, so close() must not wait for it. Called with s->lock
+ * held. */
+static void stream_peer_lost(struct xs_stream *s, const char *why)
+{
+	if (!s->peer_fin && !(s->peer_moved && s->move_sent) &&
+	    !stream_peer_ended(s))
+		stream_reset(s, why);
+	s->peer_gone = true;
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+}
+
+/* Drain the CM channel: a DISCONNECTED is the peer's QP gone. */
 static void stream_cm_events(struct xs_stream *s)
 {
 	struct rdma_cm_event *ev;
@@ -553,15 +575,7 @@ static void stream_cm_events(struct xs_stream *s)
 			 * before it disconnected: reap them first. */
 			while (stream_poll_cq(s) > 0)
 				;
-			if (!s->peer_fin && !(s->peer_moved && s->move_sent) &&
-			    !stream_peer_ended(s))
-				stream_reset(s,
-					     "peer disconnected without FIN");
-			/* Its QP is gone: what we still send is never
-			 * acknowledged, so close() must not wait for it. */
-			s->peer_gone = true;
-			atomic_fetch_add_explicit(&s->gen, 1,
-						  memory_order_relaxed);
+			stream_peer_lost(s, "peer disconnected without FIN");
 		}
 		rdma_ack_cm_event(ev);
 	}
@@ -1773,8 +1787,10 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	/* What came meanwhile counts, the probe's own completion too, even
 	 * while the application looks at other sockets for long */
 	stream_poll_cq(s);
-	if (s->error || s->peer_gone)
+	if (s->error || s->peer_gone) {
+		stream_wake(s); /* our own look found it: no one else will */
 		goto out;
+	}
 	if (s->probe_posted) {
 		/* Answered or failed within the retry budget on a working
 		 * transport; neither, and it never will be. */
@@ -1791,7 +1807,16 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 		s->probe_quiet_since = now;
 		goto out;
 	}
-	if (s->tx_inflight || s->rndv_tx_bytes || !s->tx_credits)
+	/* Quiet: what the reader emptied goes back now (its completion
+	 * starts the silence again; the next look probes, if due) */
+	if (s->rx_unreturned && !s->move_sent && !s->rst_sent &&
+	    stream_post_ctrl(s, XS_MSG_CREDIT) == 0) {
+		s->pub->c.credit_msgs++;
+		goto out;
+	}
+	if (s->kernel_ended && !s->peer_fin && !s->peer_moved)
+		after = 0; /* its process may be gone: ask its QP now */
+	else if (s->tx_inflight || s->rndv_tx_bytes || !s->tx_credits)
 		after = XS_PERSIST_US; /* stalled, or the peer owes us */
 	else if (keepidle_us)
 		after = keepidle_us;
@@ -1820,6 +1845,18 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	       (unsigned long long)(now - s->probe_quiet_since) / 1000u,
 	       s->tx_inflight - 1);
 out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+void xs_stream_kernel_ended(struct xs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->kernel_ended && s->c && !s->peer_fin && !s->peer_moved &&
+	    !s->peer_gone && !s->error) {
+		s->kernel_ended = true;
+		xs_dbg("stream", "the kernel TCP connection ended before the "
+				 "stream: the peer's QP is asked");
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 

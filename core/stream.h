@@ -170,10 +170,12 @@ struct xs_stream {
 	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
-	bool wr_shut;  /* shutdown(SHUT_WR) or close: FIN after the data */
-	bool fin_sent; /* the FIN is posted */
-	bool rst_sent; /* xs_stream_abort() posted a RESET (cf. RST) */
-	bool rd_shut;  /* shutdown(SHUT_RD): reads see EOF */
+	bool kernel_ended; /* the kernel TCP connection below got the peer's
+			    * FIN or RST: its QP is asked whether it lives */
+	bool wr_shut;	   /* shutdown(SHUT_WR) or close: FIN after the data */
+	bool fin_sent;	   /* the FIN is posted */
+	bool rst_sent;	   /* xs_stream_abort() posted a RESET (cf. RST) */
+	bool rd_shut;	   /* shutdown(SHUT_RD): reads see EOF */
 	/* The move to the kernel TCP connection (core/move.c): each side
 	 * sends MOVE after its last byte over RDMA, the second in answer to
 	 * the first; each direction goes on over TCP after its MOVE. */
@@ -475,7 +477,9 @@ void xs_stream_abort(struct xs_stream *s);
  *    PSNs, makes the requester retry what it lacks (IB's implied NAK of a
  *    missing READ response). rxe was seen to leave READs whose responses
  *    a 2 s outage of the link lost neither retried nor failed, for good;
- * and, with keepalive on, after @keepidle_us of any silence.
+ * and, with keepalive on, after @keepidle_us of any silence; and at the
+ * first look after the kernel TCP connection below ended
+ * (xs_stream_kernel_ended()) while no FIN came over RDMA.
  * Answered, the silence starts again. Unanswered, the QP's retry budget
  * runs out and the stream fails with ETIMEDOUT, as a TCP socket whose
  * probes went unanswered: the RC transport's retransmission plays the part
@@ -483,9 +487,30 @@ void xs_stream_abort(struct xs_stream *s);
  * answered nor failed after XS_PROBE_DEADLINE_US means a transport that
  * will never complete it: the stream fails with ETIMEDOUT too, as it does
  * when every send slot holds such a WR and no probe fits.
+ * A stream quiet since the last look also returns the buffers its reader
+ * emptied (one CREDIT, cf. TCP's delayed ACK), so that the peer knows
+ * what was read, which decides its answer should this side end without a
+ * word (EOF or reset: stream_peer_ended()).
  * Context: the probe thread (core/sock.c), about once a second.
  */
 void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us);
+
+/**
+ * xs_stream_kernel_ended() - the kernel TCP connection under @s got the
+ *                            peer's FIN or RST (core/watch.c)
+ * @s: stream
+ *
+ * Before the peer's MOVE or FIN over RDMA, that end means the peer's
+ * socket is closed: a program that closed it while its stream still
+ * drains (its FIN comes later over RDMA), or a process that ended and
+ * whose DREQ was lost (a link outage). The next xs_stream_probe() asks the
+ * peer's QP: answered, nothing changes; unanswered (the retry budget),
+ * the peer is gone and the stream ends as after a DISCONNECTED without
+ * FIN: EOF when nothing was lost, else a reset (stream_peer_ended()).
+ * After a MOVE or FIN it means nothing here: the kernel fd tells it.
+ * Context: the probe thread; takes s->lock.
+ */
+void xs_stream_kernel_ended(struct xs_stream *s);
 
 /**
  * xs_stream_close() - FIN if not sent (unless aborted), wait (bounded)

@@ -104,21 +104,34 @@ file_teardown()
 	tc qdisc del dev "$cli" root 2>/dev/null || true
 }
 
+# link_lost on|off - every packet of the data link lost from now (on),
+# or none any more (off).
+link_lost()
+{
+	local srv cli op=add
+	[[ "$1" == on ]] || op=del
+	read -r srv cli < <(data_links)
+	if [[ $op == add ]]; then
+		"$XS_REMOTE" tc qdisc add dev "$srv" root netem loss 100%
+		tc qdisc add dev "$cli" root netem loss 100%
+	else
+		"$XS_REMOTE" tc qdisc del dev "$srv" root
+		tc qdisc del dev "$cli" root
+	fi
+}
+
 # blackhole SECONDS [CMD...] - lose every packet of the data link for
 # SECONDS, or until CMD succeeds (looked at every 0.2 s), whichever first.
 blackhole()
 {
-	local srv cli i secs=$1
+	local i secs=$1
 	shift
-	read -r srv cli < <(data_links)
-	"$XS_REMOTE" tc qdisc add dev "$srv" root netem loss 100%
-	tc qdisc add dev "$cli" root netem loss 100%
+	link_lost on
 	for ((i = 0; i < secs * 5; i++)); do
 		(($# == 0)) || ! "$@" || break
 		sleep 0.2
 	done
-	"$XS_REMOTE" tc qdisc del dev "$srv" root
-	tc qdisc del dev "$cli" root
+	link_lost off
 }
 
 # both_failed SRVLOG - the client ($cli) has exited and the server's log
@@ -263,6 +276,82 @@ flow_outcome()
 	cat "$BATS_TEST_TMPDIR/noka.out"
 	((status == 0))
 	[[ "$(stat ka rdma)" == 1 && "$(stat noka rdma)" == 1 ]]
+}
+
+# ---- a peer that ends while the link is lost ----------------------------------
+# An idle client is killed during an outage. Its kernel sends one DREQ for
+# its QP, lost, and never again; it retransmits the FIN of its TCP socket
+# (RTO backoff from 200 ms, tcp_orphan_retries), and the first that gets
+# through after the outage is how an idle TCP server learns: EOF. Under
+# xsock the same FIN reaches the kernel TCP connection under the stream;
+# the probe thread sees it within its 1 s tick (core/watch.c), probes the
+# peer's QP, and the RC retry budget (about 7.5 s) says it is gone: EOF
+# too, since the dead client had read everything (its buffers went back
+# after a second of quiet). The bound, after the kernel TCP run's figure
+# from the same test: 1 s tick + 1 s to the probe + 7.5 s + 5 s for
+# emulation's delays.
+OUTAGE_END_SLACK_MS=15000
+
+# outage_end MODE - one run with the server and the client under xsock
+# (MODE xsock) or on kernel TCP (tcp): the client killed 1 s into a 6 s
+# loss of the data link; prints "MS LINE": the server's first line about
+# the connection ("closed", "failed KIND ..."), MS after the link came
+# back, or "none" after 60 s.
+outage_end()
+{
+	# server_ready reads $port
+	local mode=$1 port=$((port + ${2:-0})) srvlog t0 i line ready=tcp cli
+	local -a se=() ce=()
+	if [[ $mode == xsock ]]; then
+		read -ra se <<<"$(xsenv "osrv")"
+		read -ra ce <<<"$(xsenv "ocli")"
+		ready=rdma
+	fi
+	srvlog=$XS_RUN_DIR/remote/osrv-$mode.log
+	remote_bg "osrv-$mode" env "${se[@]}" python3 "$PY/flow_peer.py" serve \
+		"$XS_ADDR_A" "$port"
+	server_ready "osrv-$mode" "$ready" >&2 || return 1
+	env "${ce[@]}" python3 "$PY/flow_peer.py" idle "$XS_ADDR_A" "$port" 120 \
+		>"$BATS_TEST_TMPDIR/$mode.out" 2>&1 &
+	cli=$!
+	locals+=("$cli")
+	retry_for 60 grep -qx idle "$BATS_TEST_TMPDIR/$mode.out" >&2 || return 1
+	if [[ $mode == xsock ]]; then
+		"$PWD/build/bin/xsock-stat" -r -p "$cli" | grep -qw rdma || {
+			echo "outage_end: the client's connection is not RDMA" >&2
+			"$PWD/build/bin/xsock-stat" -p "$cli" >&2
+			return 1
+		}
+	fi
+	sleep 2 # quiet: the client's buffers go back
+	link_lost on
+	sleep 1
+	kill -KILL "$cli"
+	sleep 5
+	link_lost off
+	t0=$(date +%s%N)
+	line=none
+	for ((i = 0; i < 600; i++)); do
+		if grep -qE '^(closed|failed )' "$srvlog"; then
+			line=$(grep -E '^(closed|failed )' "$srvlog" | head -1)
+			break
+		fi
+		sleep 0.1
+	done
+	echo "$((($(date +%s%N) - t0) / 1000000)) $line"
+}
+
+@test "faults: a client killed while the link is lost: the idle server sees EOF once it is back, as over kernel TCP" {
+	local tcp xs tms xms
+	tcp=$(outage_end tcp)
+	xs=$(outage_end xsock 1)
+	echo "kernel TCP: $tcp; xsock: $xs"
+	note "$BATS_TEST_DESCRIPTION: kernel TCP: ${tcp#* } ${tcp%% *} ms after the link came back; xsock: ${xs#* } ${xs%% *} ms"
+	tms=${tcp%% *}
+	xms=${xs%% *}
+	[[ "${tcp#* }" == closed ]]
+	[[ "${xs#* }" == closed ]]
+	((xms <= tms + OUTAGE_END_SLACK_MS))
 }
 
 @test "faults: the server restarted under its clients: they see the error, reconnect over RDMA and work" {
