@@ -98,7 +98,8 @@ $(B)/tools/%: bench/tools/%.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
-		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lpthread
+		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lpthread \
+		-Wl,--as-needed -libverbs -lrdmacm
 
 $(B)/bin/%: tools/%.c core/xs_shm.h
 	@mkdir -p $(@D)
