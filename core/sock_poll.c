@@ -35,8 +35,8 @@ bool xs_sock_polled(struct xs_sock *s)
 
 unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 {
-	unsigned int ev, out = 0;
-	bool drain = how & XS_POLL_DRAIN;
+	unsigned int ev, out = 0, drain = 0;
+	int k;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* connecting; or decided for TCP: the kernel's */
@@ -48,13 +48,17 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 			       : XS_POLL_MOVED;
 	if (!xs_sock_mine(s))
 		return 0;
+	/* xs_sock_poll_fds() gives a stream's fds in its own order */
+	for (k = 0; k < XS_POLL_FDS; k++)
+		if (how & (XS_POLL_DRAIN | XS_POLL_DRAIN_FD(k)))
+			drain |= XS_STREAM_DRAIN_FD(k);
 	{
 		XS_INSIDE(); /* the stream polls its CQ */
 
 		ev = xs_stream_events(
 			s->stream,
-			(drain ? XS_STREAM_DRAIN : 0) |
-				(how & XS_POLL_ARM ? XS_STREAM_ARM : 0));
+			drain | (how & XS_POLL_ARM ? XS_STREAM_ARM : 0) |
+				(how & XS_POLL_SPIN ? XS_STREAM_SPIN : 0));
 		out |= ev & XS_EV_STARVED ? XS_POLL_STARVED : 0;
 		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
 		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;

@@ -659,7 +659,10 @@ static void stream_cq_event(struct xs_stream *s)
 	bool got = false;
 	void *ctx;
 
-	while (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0) {
+	/* One read: an armed CQ raises one event, and it is armed again
+	 * only after its event is read (s->cq_armed); the fd, were it still
+	 * readable, would only end the next sleep at once. */
+	if (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0) {
 		ibv_ack_cq_events(cq, 1);
 		got = true;
 	}
@@ -678,20 +681,21 @@ static void stream_cq_event(struct xs_stream *s)
  */
 static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 {
-	const struct xs_config *cfg = xs_core_cfg();
 	/* Completions reaped by another thread while we spin or arm change
 	 * our caller's condition without waking us: the counter tells. */
 	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	uint64_t now = xs_now_us(), spin_until;
+	uint64_t start = xs_now_us(), now, spin_until;
 	struct pollfd pfd[XS_STREAM_WAIT_FDS];
 	int n, nfds, err, wait_ms;
 
-	spin_until = now + (cfg ? cfg->spin_us : 0);
+	spin_until = start + xs_spin_window_us(&s->spin, start);
 	if (spin_until > deadline)
 		spin_until = deadline;
-	while (xs_now_us() < spin_until) {
-		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen)
+	while ((now = xs_now_us()) < spin_until) {
+		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
+			xs_spin_learn(&s->spin, now - start, true);
 			return 0;
+		}
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_lock(&s->lock);
 	}
@@ -700,8 +704,10 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		return 0;
 	}
 	/* what completed before the arm, here or in another thread */
-	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen)
+	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
+		xs_spin_learn(&s->spin, xs_now_us() - start, true);
 		return 0;
+	}
 	if (deadline == STREAM_FOREVER) {
 		wait_ms = -1;
 	} else {
@@ -737,6 +743,8 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	if (nfds == 3 && pfd[2].revents)
 		stream_unkick(s);
 	stream_poll_cq(s);
+	/* how long the news took, to size the next spin */
+	xs_spin_learn(&s->spin, xs_now_us() - start, n > 0);
 	return 0;
 }
 
@@ -1472,13 +1480,17 @@ size_t xs_stream_outq(struct xs_stream *s)
 
 /* Take the completion channel's events and the CM channel's without
  * blocking (both fds are non-blocking). Called with s->lock held. */
-static void stream_drain_channels(struct xs_stream *s)
+/* Drain the fds @which names (XS_STREAM_DRAIN_FD bits of
+ * xs_stream_wait_fds()'s order). Called with s->lock held. */
+static void stream_drain_channels(struct xs_stream *s, unsigned int which)
 {
 	/* an unarmed CQ queues no event: no read() to find that out */
-	if (s->cq_armed)
+	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed)
 		stream_cq_event(s);
-	stream_cm_events(s);
-	stream_unkick(s);
+	if (which & XS_STREAM_DRAIN_FD(1))
+		stream_cm_events(s);
+	if (which & XS_STREAM_DRAIN_FD(2))
+		stream_unkick(s);
 }
 
 int xs_stream_arm(struct xs_stream *s)
@@ -1517,13 +1529,13 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 
 	pthread_mutex_lock(&s->lock);
 	if ((how & XS_STREAM_DRAIN) && !s->polling)
-		stream_drain_channels(s);
+		stream_drain_channels(s, how & XS_STREAM_DRAIN);
 	if ((how & XS_STREAM_ARM) && stream_arm(s))
 		stream_reset(s, "ibv_req_notify_cq failed");
 	/* An idle connection's look costs no CQ poll: what completed since
 	 * its last empty poll raised an event, and its channel fd, quiet a
 	 * moment ago, wakes the caller's sleep if it did just now. */
-	if (!(how & XS_STREAM_DRAIN) && s->cq_quiet)
+	if (!(how & (XS_STREAM_DRAIN | XS_STREAM_SPIN)) && s->cq_quiet)
 		stream_progress(s);
 	else
 		stream_poll_cq(s);
@@ -1729,7 +1741,7 @@ bool xs_stream_drained(struct xs_stream *s)
 
 	pthread_mutex_lock(&s->lock);
 	if (!s->polling)
-		stream_drain_channels(s);
+		stream_drain_channels(s, XS_STREAM_DRAIN);
 	stream_poll_cq(s);
 	done = stream_done(s);
 	pthread_mutex_unlock(&s->lock);

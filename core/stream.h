@@ -50,6 +50,7 @@
 #include <sys/uio.h>
 
 #include "conn.h"
+#include "xs_core.h"
 #include "xs_shm.h"
 
 /* Where a received message stands (struct xs_stream_rx.state). */
@@ -136,6 +137,7 @@ struct xs_stream {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* the polling thread's news, for the others */
 	bool polling;	     /* a thread spins or sleeps on the channels */
+	struct xs_spin spin; /* the blocking calls' spin window */
 	bool pool_starved;   /* a pool buffer was refused: retry soon */
 	bool cq_armed; /* a CQ event was asked for and not read yet: arming
 			* again is a no-op, and only then can the completion
@@ -282,8 +284,12 @@ size_t xs_stream_inq(struct xs_stream *s);
 size_t xs_stream_outq(struct xs_stream *s);
 
 /* xs_stream_events() @how bits */
-#define XS_STREAM_DRAIN 0x1 /* drain the channel fds (two system calls) */
-#define XS_STREAM_ARM	0x2 /* arm the CQ before looking */
+/* drain one of the fds xs_stream_wait_fds() gives (@k its index: the
+ * completion channel, the CM channel, the kick): a read each */
+#define XS_STREAM_DRAIN_FD(k) (0x10u << (k))
+#define XS_STREAM_DRAIN	      0x70u /* all three */
+#define XS_STREAM_ARM	      0x2   /* arm the CQ before looking */
+#define XS_STREAM_SPIN	      0x4 /* poll the CQ even when quiet (a spin's look) */
 /* xs_stream_events() result bit beside the XS_EV_* ones */
 #define XS_EV_STARVED 0x10000 /* with XS_STREAM_ARM: see xs_stream_arm() */
 
@@ -291,14 +297,17 @@ size_t xs_stream_outq(struct xs_stream *s);
  * xs_stream_events() - readiness as poll(2) would report it, after
  *                      reaping completions without waiting
  * @s:   stream
- * @how: XS_STREAM_DRAIN: also drain the channel fds. A caller that knows
- *       they are not readable (its epoll set of them said so a moment
- *       ago) leaves it out: one left readable only wakes its next sleep,
- *       and a CQ that is armed and was polled empty since is not polled
- *       again (any completion since raised a channel event).
+ * @how: XS_STREAM_DRAIN: also drain the channel fds; XS_STREAM_DRAIN_FD(k)
+ *       only the one at index k of xs_stream_wait_fds() (the caller saw
+ *       it readable). A caller that knows they are not readable (its
+ *       epoll set of them said so a moment ago) leaves them out: one
+ *       left readable only wakes its next sleep, and a CQ that is armed
+ *       and was polled empty since is not polled again (any completion
+ *       since raised a channel event).
  *       XS_STREAM_ARM: arm the CQ first, as xs_stream_arm(), so that news
  *       after this look makes a channel fd readable: the look before a
- *       sleep, in one lock.
+ *       sleep, in one lock. XS_STREAM_SPIN: poll the CQ even when it is
+ *       quiet: a spinning waiter's look, no system call.
  * Return: XS_EV_* bits; XS_EV_STARVED with XS_STREAM_ARM when the stream
  *         waits for pool memory (sleep at most 1 ms).
  */

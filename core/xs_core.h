@@ -884,9 +884,48 @@ static inline void xs_sock_set_nonblock(struct xs_sock *s, bool on)
  */
 bool xs_sock_polled(struct xs_sock *s);
 
+/*
+ * A waiter's spin window (core/spin.c): how long its next wait busy-polls
+ * before it arms and sleeps, learnt from its own recent waits and capped
+ * by XSOCK_SPIN_US. Zero-initialized: no spin until a wait shows that
+ * news comes soon.
+ */
+struct xs_spin {
+	_Atomic uint32_t window_us;
+};
+
+/**
+ * xs_spin_window_us() - how long the wait that starts now may spin
+ * @sp:  the waiter's state
+ * @now: xs_now_us() (monotonic us)
+ *
+ * Return: microseconds, at most XSOCK_SPIN_US; 0 while the machine has
+ * more runnable threads than CPUs (counted in /proc/loadavg at most every
+ * 100 ms: a read of it then). Context: any thread; never blocks.
+ */
+uint64_t xs_spin_window_us(struct xs_spin *sp, uint64_t now);
+
+/**
+ * xs_spin_learn() - what a wait that spun, or could have, found
+ * @sp:        the waiter's state
+ * @waited_us: from the wait's start to its end
+ * @news:      it ended with news (not a timeout)
+ *
+ * News within the window keeps it; within XSOCK_SPIN_US, after it, the
+ * window doubles (from 10 us); later or none, it halves (KVM's
+ * halt-polling rule). Context: any thread; lock-free (racing learners
+ * may lose an update, which the next wait makes up).
+ */
+void xs_spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news);
+
 /* xs_sock_poll_events() @how bits */
 #define XS_POLL_DRAIN 0x1 /* drain the channel fds too (system calls) */
-#define XS_POLL_ARM   0x2 /* arm first, as xs_sock_poll_arm() */
+/* drain only the fd at index @k of xs_sock_poll_fds() (seen readable) */
+#define XS_POLL_DRAIN_FD(k) (0x100u << (k))
+#define XS_POLL_ARM	    0x2 /* arm first, as xs_sock_poll_arm() */
+/* a look during a spin: poll the CQ in userspace whatever the last look
+ * found, and make no system call */
+#define XS_POLL_SPIN 0x4
 /* xs_sock_poll_events() result bit beside the poll(2) ones */
 #define XS_POLL_STARVED 0x10000 /* with XS_POLL_ARM: sleep at most 1 ms */
 /* ... and: @s moved to its kernel TCP connection during this look
@@ -897,11 +936,15 @@ bool xs_sock_polled(struct xs_sock *s);
  * xs_sock_poll_events() - @s's readiness, as poll(2) revents
  * @s:   socket for which xs_sock_polled() holds
  * @how: XS_POLL_DRAIN: drain an RDMA socket's channel fds too (system
- *       calls); left out when the caller saw them not readable a moment
+ *       calls), or XS_POLL_DRAIN_FD(k) only the one at index k of
+ *       xs_sock_poll_fds(); left out when the caller saw them not readable a moment
  *       ago, which also spares an idle connection's CQ poll.
  *       XS_POLL_ARM: request a completion event first (the look just
  *       before a sleep on xs_sock_poll_fds(): news after it wakes the
- *       sleep).
+ *       sleep). XS_POLL_SPIN: a look while spinning: polls the CQ in
+ *       userspace even when the last look found it quiet (a completion
+ *       lands there before its channel fd turns readable: on hardware,
+ *       an interrupt later), drains nothing.
  *
  * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
  * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,

@@ -96,6 +96,10 @@ static uint64_t poll_spin_us(void)
 	return cfg ? cfg->spin_us : 0;
 }
 
+/* poll(), ppoll(), select() and pselect()'s spin window: one for the
+ * process (these calls have no state between them) */
+static struct xs_spin poll_spin;
+
 static void ep_nest_check(int fd);
 
 /*
@@ -244,7 +248,7 @@ static struct xs_sock *poll_sock(int fd)
  * entries with revents.
  */
 static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
-			short *kernel_revents, bool *moved)
+			short *kernel_revents, bool *moved, unsigned int how)
 {
 	unsigned int ev;
 	int ready = 0;
@@ -254,7 +258,7 @@ static int poll_collect(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 		short rev = kernel_revents ? kernel_revents[i] : 0;
 
 		if (socks[i]) {
-			ev = xs_sock_poll_events(socks[i], XS_POLL_DRAIN);
+			ev = xs_sock_poll_events(socks[i], how);
 			*moved |= (ev & XS_POLL_MOVED) != 0;
 			rev |= (short)(ev & (fds[i].events | POLL_ALWAYS));
 		}
@@ -309,8 +313,8 @@ static int poll_wait(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	struct pollfd *real;
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
 	short *krev;
-	bool *connecting, starved, moved = false;
-	uint64_t spin_until;
+	bool *connecting, starved, moved = false, spun = false;
+	uint64_t start, spin_until;
 	struct timespec ts;
 	nfds_t i, m;
 	int ready, rc, k, cfds[XS_POLL_FDS];
@@ -354,24 +358,31 @@ rebuild:
 			back[m++] = SIZE_MAX;
 		}
 	}
-	spin_until = poll_now_us() + poll_spin_us();
+	start = poll_now_us();
+	spin_until =
+		deadline ? start + xs_spin_window_us(&poll_spin, start) : 0;
 	for (;;) {
-		ready = poll_collect(fds, n, socks, krev, &moved);
+		/* the spin's looks poll the CQs, no system call */
+		ready = poll_collect(fds, n, socks, krev, &moved,
+				     spun ? XS_POLL_SPIN : XS_POLL_DRAIN);
 		if (!ready && moved) { /* its kernel fd answers: ask it */
 			moved = false;
 			goto rebuild;
 		}
 		if (ready || deadline == 0)
 			break;
-		if (poll_now_us() < spin_until && poll_now_us() < deadline)
+		if (poll_now_us() < spin_until && poll_now_us() < deadline) {
+			spun = true;
 			continue;
+		}
 		if (*wake == -2)
 			*wake = xs_wake_enter();
 		starved = false;
 		for (i = 0; i < n; i++)
 			if (socks[i])
 				starved |= xs_sock_poll_arm(socks[i]);
-		ready = poll_collect(fds, n, socks, krev, &moved);
+		ready = poll_collect(fds, n, socks, krev, &moved,
+				     XS_POLL_DRAIN);
 		if (!ready && moved) {
 			moved = false;
 			goto rebuild;
@@ -399,10 +410,13 @@ rebuild:
 				krev[back[i]] = real[i].revents;
 		if (rc == 0 && deadline != POLL_FOREVER &&
 		    poll_now_us() >= deadline) {
-			ready = poll_collect(fds, n, socks, krev, &moved);
+			ready = poll_collect(fds, n, socks, krev, &moved,
+					     XS_POLL_DRAIN);
 			break;
 		}
 	}
+	if (deadline && ready >= 0) /* how long the news took */
+		xs_spin_learn(&poll_spin, poll_now_us() - start, ready > 0);
 	/* Kernel entries not yet looked at this round: a final peek. */
 	if (ready >= 0 && m) {
 		for (i = 0; i < m; i++)
@@ -411,7 +425,8 @@ rebuild:
 			for (i = 0; i < m; i++)
 				if (back[i] != SIZE_MAX)
 					krev[back[i]] = real[i].revents;
-			ready = poll_collect(fds, n, socks, krev, &moved);
+			ready = poll_collect(fds, n, socks, krev, &moved,
+					     XS_POLL_DRAIN);
 		}
 	}
 	free(real);
@@ -746,6 +761,7 @@ struct ep_set {
 	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
 	bool in_app; /* the inner set is in the application's set */
 	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
+	struct xs_spin spin; /* its waits' spin window */
 	/* the last armed look found nothing ready, and xs_sock_news() was
 	 * idle_news when it began: see ep_wait_events() */
 	_Atomic bool idle_valid;
@@ -1295,29 +1311,32 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
  * and every member is drained. */
 #define EP_CHAN_BATCH 64
 
-/* Whether one of @s's channel fds is among the @nchan readable ones
- * (EP_CHAN_BATCH: maybe more than were returned). */
-static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
-			  int nchan)
+/* Which of @s's channel fds are among the @nchan readable ones, as the
+ * XS_POLL_DRAIN_FD bits that drain just those (EP_CHAN_BATCH: maybe
+ * more than were returned: XS_POLL_DRAIN, all of them). */
+static unsigned int ep_chan_ready(struct xs_sock *s,
+				  const struct epoll_event *chan, int nchan)
 {
 	int fds[XS_POLL_FDS], k, i, nfds;
+	unsigned int which = 0;
 
 	if (nchan >= EP_CHAN_BATCH)
-		return true;
+		return XS_POLL_DRAIN;
 	if (nchan == 0)
-		return false;
+		return 0;
 	nfds = xs_sock_poll_fds(s, fds);
 	for (k = 0; k < nfds; k++)
 		for (i = 0; i < nchan; i++)
 			if (chan[i].data.fd == fds[k])
-				return true;
-	return false;
+				which |= XS_POLL_DRAIN_FD(k);
+	return which;
 }
 
 /* ep_collect() @how bits */
 #define EP_PEEK	  0x1 /* only count what would be reported */
 #define EP_ARM	  0x2 /* arm each member as it is looked at */
 #define EP_NOCHAN 0x4 /* take no channel fd for readable: no look at them */
+#define EP_SPIN	  0x8 /* a spin's look: CQs polled, no system call */
 
 /*
  * Ready xsock members into @out (at most @max), starting where the last
@@ -1337,6 +1356,9 @@ static bool ep_chan_ready(struct xs_sock *s, const struct epoll_event *chan,
  * EP_NOCHAN: the caller knows that no channel fd is readable (a sleep on
  * the inner set just said so), or sleeps on them next, which one that is
  * readable ends at once: the inner set is not looked at (a system call).
+ * EP_SPIN: a look while spinning: each member's CQ is polled in
+ * userspace, the inner set is not looked at, nothing is drained; the
+ * armed look after the spin drains what the spin left readable.
  * @starved: set when an armed member waits for pool memory (may be NULL).
  */
 static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
@@ -1350,7 +1372,7 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	pthread_mutex_lock(&ep->lock);
 	ep_settle(epfd, ep); /* closed members and decided connects first */
 	nchan = 0;
-	if (!(how & EP_NOCHAN)) {
+	if (!(how & (EP_NOCHAN | EP_SPIN))) {
 		nchan = XS_CALL(epoll_wait, ep->inner, chan, EP_CHAN_BATCH, 0);
 		if (nchan < 0)
 			nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
@@ -1366,7 +1388,18 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 
 		if (!s)
 			continue; /* closed this instant: next round drops it */
-		look = ep_chan_ready(s, chan, nchan) ? XS_POLL_DRAIN : 0;
+		look = ep_chan_ready(s, chan, nchan);
+		/* A completion event read now would only be followed by an
+		 * arm (two system calls on some providers), needed only
+		 * before a sleep: a look that does not arm polls the CQ
+		 * instead and leaves the event to the armed look. */
+		if (!(how & EP_ARM) &&
+		    (look & (XS_POLL_DRAIN | XS_POLL_DRAIN_FD(0))))
+			look = (look & XS_POLL_DRAIN
+					? XS_POLL_DRAIN_FD(1) |
+						  XS_POLL_DRAIN_FD(2)
+					: look & ~XS_POLL_DRAIN_FD(0)) |
+			       XS_POLL_SPIN;
 		if (m->disabled) {
 			/* no report, but its channel fds are drained here
 			 * too: left readable, they would wake every sleep */
@@ -1376,6 +1409,8 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		}
 		if (how & EP_ARM)
 			look |= XS_POLL_ARM;
+		if (how & EP_SPIN)
+			look |= XS_POLL_SPIN;
 		want = (m->events &
 			(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
 		       EPOLLERR | EPOLLHUP;
@@ -1510,6 +1545,10 @@ static int ep_sleep(struct pollfd pfd[3], struct timespec *ts,
 	return rc;
 }
 
+/* A spinning epoll wait looks at the application's kernel fds once in
+ * this many looks (one system call each). */
+#define EP_SPIN_KERNEL_EVERY 8
+
 /*
  * The emulated epoll_wait on a set with xsock members. @timeout: relative,
  * NULL for none. Return: as epoll_wait(2).
@@ -1526,7 +1565,8 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	bool zero = ep_ts_zero(timeout);
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
 	uint64_t start = 0, spin_us = 0, total = 0, spun;
-	bool starved, arm, slept = false;
+	bool starved, arm, slept = false, learn = false, looked = false;
+	unsigned int spin_looks = 0;
 	/* what is known not readable without asking: after a sleep, what
 	 * it said; an idle set's first look, what the sleep that follows
 	 * it will tell (a readable fd ends it at once) */
@@ -1548,9 +1588,13 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	/* Spin only while there is traffic: a wait after one that slept
 	 * and timed out with nothing sleeps at once, so an idle loop (redis'
 	 * 10 Hz cron) costs one look and a sleep a turn, not a spin, and
-	 * reads no clock. */
-	if (!ep->quiet && !zero && (spin_us = poll_spin_us()))
+	 * reads no clock. A busy wait spins for the window its set learnt
+	 * (core/spin.c), and what it finds sizes the next. */
+	if (!ep->quiet && !zero && poll_spin_us()) {
 		start = poll_now_us();
+		spin_us = xs_spin_window_us(&ep->spin, start);
+		learn = true;
+	}
 	for (;;) {
 		if (skip_look) {
 			skip_look = false;
@@ -1584,11 +1628,14 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		}
 		starved = false;
 		news = xs_sock_news();
-		/* one slot always left for the kernel's own fds */
+		/* one slot always left for the kernel's own fds; the spin's
+		 * looks after the first poll the CQs, no system call */
 		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max,
 				(arm ? EP_ARM : 0) |
-					(inner_quiet ? EP_NOCHAN : 0),
+					(inner_quiet ? EP_NOCHAN : 0) |
+					(!arm && looked ? EP_SPIN : 0),
 				&starved);
+		looked = true;
 		n = nx;
 		if (ep->moved) {
 			/* a member's kernel fd answers now: into the kernel's
@@ -1599,13 +1646,19 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 				continue;
 			}
 		}
-		if (n < max && (!kernel_quiet || n)) {
+		/* while spinning, the kernel's fds every few looks: one
+		 * system call each */
+		if (n < max && (!kernel_quiet || n) &&
+		    (arm || spin_looks++ % EP_SPIN_KERNEL_EVERY == 0)) {
 			k = ep_kernel(epfd, events + n, max - n);
 			if (k < 0 && !n)
 				return -1;
 			n += k > 0 ? k : 0;
 		}
 		if (n || zero) {
+			if (learn) /* how long the news took */
+				xs_spin_learn(&ep->spin, poll_now_us() - start,
+					      n > 0);
 			ep_nest_after(epfd, ep, nx > 0);
 			if (n || slept)
 				ep->quiet = !n;
@@ -1650,6 +1703,8 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		 * memory, which no fd announces, or another thread took news
 		 * that bypassed the channel fds (its poll drained them). */
 		if (k == 0 && !starved && xs_sock_news() == news) {
+			if (learn)
+				xs_spin_learn(&ep->spin, 0, false);
 			ep_nest_after(epfd, ep, false);
 			ep->quiet = true;
 			return 0;

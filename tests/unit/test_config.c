@@ -92,7 +92,7 @@ XT_TEST(defaults)
 	XT_ASSERT_EQ(cfg.eager_limit, 4096);
 	XT_ASSERT_EQ(cfg.inline_max, 256);
 	XT_ASSERT_EQ(cfg.pool_mb, 64);
-	XT_ASSERT_EQ(cfg.spin_us, 50);
+	XT_ASSERT_EQ(cfg.spin_us, 1000);
 	XT_ASSERT_EQ(cfg.connect_timeout_ms, 3000);
 	XT_ASSERT_STREQ(cfg.device, "");
 	XT_ASSERT_EQ(cfg.stats, XS_STATS_OFF);
@@ -272,7 +272,8 @@ XT_TEST(env_error_wins_over_good_rules)
 		-EINVAL);
 	XT_ASSERT_CONTAINS(
 		err, "XSOCK_EAGER_LIMIT: invalid value \"1\": out of range");
-	XT_ASSERT_EQ(cfg.spin_us, 50); /* the good part is not applied either */
+	XT_ASSERT_EQ(cfg.spin_us,
+		     1000); /* the good part is not applied either */
 	unlink(path);
 }
 
