@@ -48,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "samples.h"
+
 #define CONNRATE_BACKLOG      4096
 #define CONNRATE_TIMEOUT_S    10 /* client SO_RCVTIMEO and SO_SNDTIMEO */
 #define CONNRATE_SPARE_FDS    16 /* hold: fds besides the connections */
@@ -557,50 +559,6 @@ out_close:
 	return -1;
 }
 
-struct samples {
-	uint64_t *v; /* ns */
-	size_t nr;
-	size_t cap;
-};
-
-static void samples_add(struct samples *s, uint64_t ns)
-{
-	uint64_t *v;
-	size_t cap;
-
-	if (s->nr == s->cap) {
-		cap = s->cap ? 2 * s->cap : 4096;
-		v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			die("realloc %zu samples", cap);
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->nr++] = ns;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile @p (0..1] of the @nr sorted samples, in us. */
-static double samples_pct_us(const struct samples *s, double p)
-{
-	double exact = p * (double)s->nr;
-	size_t rank = (size_t)exact;
-
-	if ((double)rank < exact) /* ceil() without libm */
-		rank++;
-	if (rank < 1)
-		rank = 1;
-	if (rank > s->nr)
-		rank = s->nr;
-	return (double)s->v[rank - 1] / 1000.0;
-}
-
 static int do_rate(const char *ip, const char *port, const char *secs)
 {
 	struct sockaddr_in sin = addr_parse(ip, port);
@@ -632,10 +590,11 @@ static int do_rate(const char *ip, const char *port, const char *secs)
 		t1 = now_ns();
 		if (close(fd) < 0)
 			die("close");
-		samples_add(&s, t1 - t0);
+		if (samples_add(&s, t1 - t0))
+			die("realloc %zu samples", s.nr);
 	}
 
-	qsort(s.v, s.nr, sizeof(*s.v), u64_cmp);
+	samples_sort(&s);
 	seconds = (double)(t0 - start) / 1e9;
 	if (printf("conns %zu seconds %.3f conn/s %.1f ttfb_us p50 %.1f "
 		   "p99 %.1f p999 %.1f max %.1f\n",

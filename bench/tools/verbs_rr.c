@@ -27,6 +27,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "samples.h"
+
 #define VERBS_RR_MAGIC	      0x56525231u /* "VRR1", opens the client's hello */
 #define VERBS_RR_MAX_SIZE     (1u << 20)  /* bytes of a request or response */
 #define VERBS_RR_DEFAULT_SIZE 64
@@ -218,51 +220,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-struct samples {
-	uint64_t *v; /* round trips, ns */
-	size_t nr;
-	size_t cap;
-};
-
-static void samples_add(struct samples *s, uint64_t ns)
-{
-	uint64_t *v;
-	size_t cap;
-
-	if (s->nr == s->cap) {
-		cap = s->cap ? 2 * s->cap : 65536;
-		v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			die(ENOMEM, "realloc %zu samples", cap);
-		s->v = v;
-		s->cap = cap;
-	}
-	s->v[s->nr++] = ns;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-/*
- * Nearest-rank percentile @p (0..1] of the sorted round trips, halved:
- * one-way latency in us.
- */
+/* One-way latency in us: the round trip's percentile @p, halved. */
 static double samples_oneway_us(const struct samples *s, double p)
 {
-	double exact = p * (double)s->nr;
-	size_t rank = (size_t)exact;
-
-	if ((double)rank < exact) /* ceil() without libm */
-		rank++;
-	if (rank < 1)
-		rank = 1;
-	if (rank > s->nr)
-		rank = s->nr;
-	return (double)s->v[rank - 1] / 2000.0;
+	return samples_pct_us(s, p) / 2;
 }
 
 /* ----------------------------------------------------------------------
@@ -948,7 +909,8 @@ static void client_wc(struct client *cl, const struct ibv_wc *wc)
 		die(0, "connection %u: a response of %u bytes, not %u",
 		    c->slot + 1, wc->byte_len, cl->size);
 	if (now >= cl->t_start && now < cl->t_end)
-		samples_add(&cl->s, now - c->sent_ns);
+		if (samples_add(&cl->s, now - c->sent_ns))
+			die(ENOMEM, "realloc %zu samples", cl->s.nr);
 	rc = conn_post_recv(c, wrid_buf(wc->wr_id)); /* verbs: +errno */
 	if (rc)
 		die(rc, "connection %u: ibv_post_recv", c->slot + 1);
@@ -1061,7 +1023,7 @@ static int do_client(const char *ip, const char *port, const char *conns,
 
 	if (!cl.s.nr)
 		die(0, "no response came in the %.2f s measured", seconds);
-	qsort(cl.s.v, cl.s.nr, sizeof(*cl.s.v), u64_cmp);
+	samples_sort(&cl.s);
 	seconds = (double)(cl.t_end - cl.t_start) / 1e9;
 	if (printf("verbs_rr conns=%ld size=%u seconds=%.2f transactions=%zu "
 		   "rate=%.1f p50_us=%.2f p99_us=%.2f\n",
