@@ -214,9 +214,26 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	done
 }
 
+# blast_ended MODE NAME SIZE HOW - xsnet blast sends SIZE bytes to $port
+# and ends by HOW (exit, _exit, kill, abort), under xsock (MODE xsock, its
+# counters as NAME) or not; the sender's status must be that end's: 0 for
+# exit and _exit, 137 for SIGKILL, 134 for SIGABRT.
+blast_ended()
+{
+	local want=0
+	if [[ $1 == xsock ]]; then
+		run --separate-stderr timeout 60 env $(xsenv "$2") "$XSNET" blast "$XS_ADDR_A" "$port" "$3" "$4"
+	else
+		run --separate-stderr timeout 60 "$XSNET" blast "$XS_ADDR_A" "$port" "$3" "$4"
+	fi
+	[[ $4 == kill ]] && want=137
+	[[ $4 == abort ]] && want=134
+	((status == want))
+}
+
 # bats test_tags=two
 @test "sock: a sender ended by exit(), _exit(), SIGKILL or abort() right after its last send: every byte, then EOF, as over kernel TCP; a region never READ is a reset" {
-	local mode size count st env how want
+	local mode size count st env how
 	# 1 B and 4000 B go eagerly (XSOCK_EAGER_LIMIT 4096): every message
 	# is out before send() returns (rxe sends within the post's system
 	# call). 64 KiB and 8 MiB go as regions the receiver READs: those the
@@ -232,15 +249,7 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 			remote_bg "ksink$mode$how$size" bash -c "${env[*]} '$XSNET' sink '$XS_ADDR_A' '$port' |
 				wc -c >'$XS_RUN_DIR/ksink.count'; echo \${PIPESTATUS[0]} >'$XS_RUN_DIR/ksink.status'"
 			server_ready "ksink$mode$how$size" "$([[ $mode == xsock ]] && echo rdma || echo tcp)"
-			if [[ $mode == xsock ]]; then
-				run --separate-stderr timeout 60 env $(xsenv kblast) "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
-			else
-				run --separate-stderr timeout 60 "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
-			fi
-			want=0 # exit, _exit; SIGKILL: 137, SIGABRT: 134
-			[[ $how == kill ]] && want=137
-			[[ $how == abort ]] && want=134
-			((status == want))
+			blast_ended "$mode" kblast "$size" "$how"
 			"$XS_REMOTE" --wait "ksink$mode$how$size" --timeout 60
 			count=$(cat "$XS_RUN_DIR/ksink.count") st=$(cat "$XS_RUN_DIR/ksink.status")
 			echo "$mode $size: $count bytes, status $st"
@@ -261,7 +270,7 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 }
 
 @test "sock: socat writing a connection to a file (nc -l style) keeps every byte of a sender ended by exit(), _exit(), SIGKILL or abort(): SHA-256 as over kernel TCP" {
-	local mode size how file st sum ksum env want got reset
+	local mode size how file st sum ksum env got reset
 	for how in "exit 3000000" "_exit 1" "_exit 65536" "_exit 8388608" "kill 1" "kill 65536" "kill 8388608" "abort 4000"; do
 		size=${how#* } how=${how% *}
 		for mode in kernel xsock; do
@@ -274,15 +283,7 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 				TCP-LISTEN:$port,bind=$XS_ADDR_A,reuseaddr OPEN:$file,creat,trunc;
 				echo \$? >'$XS_RUN_DIR/ncl.status'"
 			server_ready "ncl$mode$how$size" "$([[ $mode == xsock ]] && echo rdma || echo tcp)"
-			if [[ $mode == xsock ]]; then
-				run --separate-stderr timeout 60 env $(xsenv ncb) "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
-			else
-				run --separate-stderr timeout 60 "$XSNET" blast "$XS_ADDR_A" "$port" "$size" "$how"
-			fi
-			want=0 # exit, _exit; SIGKILL: 137, SIGABRT: 134
-			[[ $how == kill ]] && want=137
-			[[ $how == abort ]] && want=134
-			((status == want))
+			blast_ended "$mode" ncb "$size" "$how"
 			"$XS_REMOTE" --wait "ncl$mode$how$size" --timeout 60
 			st=$(cat "$XS_RUN_DIR/ncl.status")
 			sum=$(sha256sum <"$file" | cut -c1-64)
