@@ -50,7 +50,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		return 0;
 	/* xs_sock_poll_fds() gives a stream's fds in its own order */
 	for (k = 0; k < XS_POLL_FDS; k++)
-		if (how & (XS_POLL_DRAIN | XS_POLL_DRAIN_FD(k)))
+		if (how & XS_POLL_DRAIN_FD(k))
 			drain |= XS_STREAM_DRAIN_FD(k);
 	{
 		XS_INSIDE(); /* the stream polls its CQ */

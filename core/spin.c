@@ -59,6 +59,7 @@ static bool spin_crowd_check(uint64_t now)
 	char buf[128], *p;
 	ssize_t n;
 	long running;
+	bool crowded;
 	int fd, saved;
 
 	if (now < atomic_load_explicit(&spin_crowd_next, memory_order_relaxed))
@@ -82,9 +83,9 @@ static bool spin_crowd_check(uint64_t now)
 		p = p ? p + 1 : NULL;
 	}
 	running = p ? strtol(p, NULL, 10) : 0;
-	atomic_store_explicit(&spin_crowded, running > spin_cpu_count(),
-			      memory_order_relaxed);
-	return running > spin_cpu_count();
+	crowded = running > spin_cpu_count();
+	atomic_store_explicit(&spin_crowded, crowded, memory_order_relaxed);
+	return crowded;
 }
 
 uint64_t xs_spin_window_us(struct xs_spin *sp, uint64_t now)

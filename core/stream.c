@@ -1478,10 +1478,8 @@ size_t xs_stream_outq(struct xs_stream *s)
 	return stream_queued(s, true);
 }
 
-/* Take the completion channel's events and the CM channel's without
- * blocking (both fds are non-blocking). Called with s->lock held. */
-/* Drain the fds @which names (XS_STREAM_DRAIN_FD bits of
- * xs_stream_wait_fds()'s order). Called with s->lock held. */
+/* Drain, without blocking, the fds @which names (XS_STREAM_DRAIN_FD bits
+ * of xs_stream_wait_fds()'s order). Called with s->lock held. */
 static void stream_drain_channels(struct xs_stream *s, unsigned int which)
 {
 	/* an unarmed CQ queues no event: no read() to find that out */

@@ -38,6 +38,8 @@ void xs_watch_add(int fd, uint64_t cookie)
 	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLET,
 				  .data.u64 = cookie };
 
+	int saved = errno;
+
 	if (fd < 0 || !cookie)
 		return;
 	pthread_mutex_lock(&watch_lock);
@@ -54,6 +56,7 @@ void xs_watch_add(int fd, uint64_t cookie)
 	    errno != EEXIST)
 		xs_dbg("watch", "epoll_ctl(fd %d): %s", fd, strerror(errno));
 	pthread_mutex_unlock(&watch_lock);
+	errno = saved; /* the application's call succeeded */
 }
 
 size_t xs_watch_ended(uint64_t *cookies, size_t max)

@@ -919,10 +919,12 @@ uint64_t xs_spin_window_us(struct xs_spin *sp, uint64_t now);
 void xs_spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news);
 
 /* xs_sock_poll_events() @how bits */
-#define XS_POLL_DRAIN 0x1 /* drain the channel fds too (system calls) */
 /* drain only the fd at index @k of xs_sock_poll_fds() (seen readable) */
 #define XS_POLL_DRAIN_FD(k) (0x100u << (k))
-#define XS_POLL_ARM	    0x2 /* arm first, as xs_sock_poll_arm() */
+/* drain every channel fd too (system calls) */
+#define XS_POLL_DRAIN                                                          \
+	(XS_POLL_DRAIN_FD(0) | XS_POLL_DRAIN_FD(1) | XS_POLL_DRAIN_FD(2))
+#define XS_POLL_ARM 0x2 /* arm first, as xs_sock_poll_arm() */
 /* a look during a spin: poll the CQ in userspace whatever the last look
  * found, and make no system call */
 #define XS_POLL_SPIN 0x4

@@ -1313,7 +1313,7 @@ XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 
 /* Which of @s's channel fds are among the @nchan readable ones, as the
  * XS_POLL_DRAIN_FD bits that drain just those (EP_CHAN_BATCH: maybe
- * more than were returned: XS_POLL_DRAIN, all of them). */
+ * more than were returned: XS_POLL_DRAIN, all of them, one bit each). */
 static unsigned int ep_chan_ready(struct xs_sock *s,
 				  const struct epoll_event *chan, int nchan)
 {
@@ -1393,13 +1393,8 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		 * arm (two system calls on some providers), needed only
 		 * before a sleep: a look that does not arm polls the CQ
 		 * instead and leaves the event to the armed look. */
-		if (!(how & EP_ARM) &&
-		    (look & (XS_POLL_DRAIN | XS_POLL_DRAIN_FD(0))))
-			look = (look & XS_POLL_DRAIN
-					? XS_POLL_DRAIN_FD(1) |
-						  XS_POLL_DRAIN_FD(2)
-					: look & ~XS_POLL_DRAIN_FD(0)) |
-			       XS_POLL_SPIN;
+		if (!(how & EP_ARM) && (look & XS_POLL_DRAIN_FD(0)))
+			look = (look & ~XS_POLL_DRAIN_FD(0)) | XS_POLL_SPIN;
 		if (m->disabled) {
 			/* no report, but its channel fds are drained here
 			 * too: left readable, they would wake every sleep */
