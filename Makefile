@@ -123,9 +123,8 @@ $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c core/proto.c core/proto.h \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-o $@ $< core/proto.c config/config.c config/rules.c
 
-# Unit tests link the modules they test (config/ and core/ + the fd table).
-UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS) \
-	$(B)/obj/preload/fdtab.o
+# Unit tests link the modules they test (config/ and core/).
+UNIT_DEPS := $(B)/obj/tests/unit/xt_main.o $(CFG_OBJS) $(CORE_OBJS)
 $(B)/unit/%: $(B)/obj/tests/unit/%.o $(UNIT_DEPS)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"

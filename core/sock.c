@@ -4,7 +4,7 @@
  * Owns struct xs_sock (type-stable, refcounted), the choice between RDMA and
  * kernel TCP for each socket with its fallback reason, and the control calls
  * that make the choice: connect, listen, accept. It does not own the fd
- * table (preload/fdtab.c) nor the RDMA data path.
+ * table (core/fdtab.c) nor the RDMA data path.
  * Context: any thread; s->lock is taken after fdtab.lock, never before.
  */
 #include <fcntl.h>

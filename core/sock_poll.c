@@ -6,7 +6,7 @@
  * writable yet, so poll/epoll/select ask here: the events as tcp_poll()
  * would compute them, the fds to sleep on (completion and CM channels,
  * or the eventfd of a negotiation), and arming before the sleep. The waits
- * themselves (preload/poll.c) spin, arm, re-check and sleep in one real
+ * themselves (core/poll.c, core/epoll.c) spin, arm, re-check and sleep in one real
  * poll over these fds and the application's kernel fds.
  * Context: any thread.
  */

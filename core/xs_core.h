@@ -8,7 +8,7 @@
  * Lock order, for the whole library (the fd table itself is lock-free).
  * A thread holding a lock may take only locks further down this list,
  * never one above it; no lock is held around a call into the application.
- *   1. ep_set.lock (preload/poll.c, one per emulated epoll set): held while
+ *   1. ep_set.lock (core/epoll.c, one per emulated epoll set): held while
  *      a set's members are looked at, so around xs_sock_poll_events(),
  *      xs_sock_poll_arm() and a member's xs_sock_put() - everything below,
  *      and rdma-core - but never around the wait's sleep.
@@ -42,7 +42,7 @@
  *   9. log_lock (core/log.c): the log file's identity; a leaf.
  * move_own_lock (core/move.c: the owner's list of its children's
  * channels) is a leaf, taken with sock_linger_lock held or none.
- * ep_table_lock (preload/poll.c) is never held with another lock. The
+ * ep_table_lock (core/epoll.c) is never held with another lock. The
  * pthread_once of xs_init_once() comes before all of them: the wrappers
  * that wait on it are never entered with a lock held (core/ calls none).
  * rdma-core's own locks come below any of ours that is held around it.
@@ -1070,5 +1070,48 @@ static inline long xs_sys_ret(long rc)
  * Return: 0, or -EFAULT as the kernel would answer.
  */
 int xs_copy_in(void *dst, const void *src, size_t n);
+
+/* Run @stmt without letting it change errno. */
+#define XS_SAVE_ERRNO(stmt)                                                    \
+	do {                                                                   \
+		int xs_saved_errno_ = errno;                                   \
+		stmt;                                                          \
+		errno = xs_saved_errno_;                                       \
+	} while (0)
+
+/*
+ * Readiness waits over mixed kernel and xsock fds (core/poll.c,
+ * core/epoll.c). Each takes the arguments of the libc call of its name
+ * and answers as that call would: the count of ready entries, 0 on a
+ * timeout, or -1 with the kernel's errno (EINTR, EINVAL, EFAULT, EBADF,
+ * ENOMEM...). Where no xsock socket is involved, the call goes to libc
+ * unchanged. Context: any thread, from a wrapper past its entry check;
+ * the waits block up to their timeout (sleeping in one real ppoll or
+ * epoll_pwait, after a spin of at most XSOCK_SPIN_US); no lock is held
+ * across the sleep.
+ */
+int xs_poll_ms(struct pollfd *fds, nfds_t nfds, int timeout_ms);
+int xs_poll_ts(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
+	       const sigset_t *sigmask);
+int xs_select(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+	      struct timeval *timeout);
+int xs_pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+	       const struct timespec *timeout, const sigset_t *sigmask);
+int xs_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+int xs_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+		  int timeout_ms);
+int xs_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
+		   int timeout_ms, const sigset_t *sigmask);
+int xs_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
+		    const struct timespec *timeout, const sigset_t *sigmask);
+
+/**
+ * xs_poll_fd_closed() - forget the epoll emulation state of @fd
+ * @fd: an fd being closed (any kind; most have no state)
+ *
+ * Context: close(2)'s wrapper, before the kernel's close; takes
+ * ep_table_lock when @fd is an epoll fd with xsock members.
+ */
+void xs_poll_fd_closed(int fd);
 
 #endif /* XS_CORE_XS_CORE_H */

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "../core/xs_core.h"
-#include "fdtab.h"
+#include "../core/fdtab.h"
 
 #define XS_EXPORT __attribute__((visibility("default")))
 
@@ -46,19 +46,5 @@ static inline bool xs_enter(void)
 		xs_init_once();
 	return atomic_load_explicit(&xs_active, memory_order_relaxed);
 }
-
-/**
- * xs_poll_fd_closed() - forget the epoll emulation state of @fd
- * @fd: an fd being closed (any kind; most have no state)
- */
-void xs_poll_fd_closed(int fd);
-
-/* Run @stmt without letting it change errno. */
-#define XS_SAVE_ERRNO(stmt)                                                    \
-	do {                                                                   \
-		int xs_saved_errno_ = errno;                                   \
-		stmt;                                                          \
-		errno = xs_saved_errno_;                                       \
-	} while (0)
 
 #endif /* XS_PRELOAD_PRELOAD_H */

@@ -9,7 +9,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "../../preload/fdtab.h"
+#include "../../core/fdtab.h"
 #include "xt.h"
 
 static struct xs_config cfg;

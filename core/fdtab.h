@@ -1,5 +1,5 @@
 /*
- * preload/fdtab.h - the fd table: application fd number -> struct xs_sock.
+ * core/fdtab.h - the fd table: application fd number -> struct xs_sock.
  *
  * A two-level array covering the RLIMIT_NOFILE hard limit read at init,
  * 4,096-entry chunks allocated on demand and published with compare-and-
@@ -7,12 +7,12 @@
  * through"), so they are safe in signal handlers and across fork(). Each
  * occupied slot holds one reference.
  */
-#ifndef XS_PRELOAD_FDTAB_H
-#define XS_PRELOAD_FDTAB_H
+#ifndef XS_CORE_FDTAB_H
+#define XS_CORE_FDTAB_H
 
 #include <stddef.h>
 
-#include "../core/xs_core.h"
+#include "xs_core.h"
 
 /* fds per second-level chunk */
 #define XS_FDTAB_CHUNK 4096
@@ -124,4 +124,4 @@ size_t xs_fdtab_remove_range(unsigned int first, unsigned int last,
  */
 int xs_fdtab_next(int fd);
 
-#endif /* XS_PRELOAD_FDTAB_H */
+#endif /* XS_CORE_FDTAB_H */

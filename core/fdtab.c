@@ -1,5 +1,5 @@
 /*
- * preload/fdtab.c - the fd table.
+ * core/fdtab.c - the fd table.
  *
  * Owns the mapping from application fd numbers to socket objects and the
  * "remove before close" discipline: a slot is cleared before the kernel fd
