@@ -1,12 +1,13 @@
 /*
  * core/stream.c - the eager byte stream over an RC connection (stream.h).
  *
- * Owns credits, the receive FIFO, staging buffers of in-flight sends and
- * the wait: one thread at a time spins on the CQ for XSOCK_SPIN_US, then
- * arms it and sleeps in poll(2) on the completion channel and the CM
- * channel together (the latter reports a peer that went away without a
- * FIN); other threads wait on the stream's condition variable. Producer
- * side cf. SMC's smc_tx.c, consumer side smc_rx.c.
+ * Owns credits, the receive FIFO, the send slots and the completions:
+ * eager sends, receives, and the state every other part of the stream
+ * reads. The waits are core/stream_wait.c's (one thread at a time spins
+ * on the CQ, then arms it and sleeps in poll(2) on the completion and CM
+ * channels; the others wait on the stream's condition variable), large
+ * sends core/stream_rndv.c's, a stream's end core/stream_end.c's.
+ * Producer side cf. SMC's smc_tx.c, consumer side smc_rx.c.
  * Context: any thread; s->lock guards every field.
  */
 #include <errno.h>
@@ -17,49 +18,11 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 
-#include "core_int.h"
 #include "stats.h"
-#include "stream.h"
-
-#define STREAM_CQ_BATCH	    16
-#define STREAM_INLINE_STACK 512 /* bytes: largest inline message built */
-#define STREAM_FOREVER	    UINT64_MAX
-/*
- * wr_id layout: receives carry the ring index (below 2^32); signaled
- * send-queue WRs carry STREAM_WR_SEND | slot; the unsignaled window binds
- * STREAM_WR_BIND (seen only when one fails). An error completion's opcode
- * is undefined, so the wr_id alone tells them apart.
- */
-#define STREAM_WR_SEND (1ull << 32)
-#define STREAM_WR_BIND (1ull << 33)
-
-/* struct xs_stream_slot.kind */
-enum {
-	STREAM_SLOT_FREE,
-	STREAM_SLOT_SEND,  /* a message; buf (if any) freed on completion */
-	STREAM_SLOT_READ,  /* an RDMA READ for rxq position arg */
-	STREAM_SLOT_INV,   /* invalidation of region arg; buf is its bytes */
-	STREAM_SLOT_PROBE, /* a probe of the peer (xs_stream_probe) */
-};
-
-/* struct xs_stream_region.state */
-enum {
-	STREAM_REGION_FREE,
-	STREAM_REGION_EXPOSED,	    /* bound and announced */
-	STREAM_REGION_RELEASED,	    /* RNDV_DONE received, INV not posted */
-	STREAM_REGION_INVALIDATING, /* INV posted */
-};
-
-/* Where a copy stands in an iovec array. */
-struct iov_cursor {
-	const struct iovec *iov;
-	int cnt;
-	int i;
-	size_t off;
-};
+#include "stream_int.h"
 
 /* Copy @n bytes between @buf and the iovecs (@to_iov: into them). */
-static void iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov)
+void stream_iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov)
 {
 	uint8_t *p = buf;
 
@@ -93,7 +56,7 @@ size_t xs_iov_total(const struct iovec *iov, int iovcnt)
 	return total;
 }
 
-static uint64_t stream_deadline(int timeout_ms)
+uint64_t stream_deadline(int timeout_ms)
 {
 	if (timeout_ms < 0)
 		return STREAM_FOREVER;
@@ -108,8 +71,6 @@ void xs_stream_news_bump(void)
 {
 	atomic_fetch_add_explicit(&stream_news_ctr, 1, memory_order_relaxed);
 }
-
-#define stream_news() xs_stream_news_bump()
 
 unsigned long xs_stream_news(void)
 {
@@ -152,7 +113,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 
 /* The published queue sizes (SIOCINQ, SIOCOUTQ as xsock-stat shows
  * them). Called with s->lock held. */
-static void stream_pub_queues(struct xs_stream *s)
+void stream_pub_queues(struct xs_stream *s)
 {
 	s->pub->send_q = s->tx_queued + s->rndv_tx_bytes;
 	s->pub->recv_q = s->rx_arrived - s->pub->c.bytes_received;
@@ -177,7 +138,7 @@ void xs_stream_unpublish(struct xs_stream *s)
 
 /* The connection is dead: calls report @err once (sk_err), then EOF or
  * EPIPE. */
-static void stream_fail(struct xs_stream *s, int err, const char *why)
+void stream_fail(struct xs_stream *s, int err, const char *why)
 {
 	stream_news();
 	if (s->error)
@@ -199,7 +160,7 @@ static void stream_fail(struct xs_stream *s, int err, const char *why)
 		rdma_disconnect(s->c->id);
 }
 
-static void stream_reset(struct xs_stream *s, const char *why)
+void stream_reset(struct xs_stream *s, const char *why)
 {
 	stream_fail(s, -ECONNRESET, why);
 }
@@ -346,8 +307,6 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		stream_reset(s, "cannot repost a receive buffer");
 }
 
-static void stream_peer_lost(struct xs_stream *s, const char *why);
-
 static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 {
 	uint64_t i = wc->wr_id & ~STREAM_WR_SEND;
@@ -441,13 +400,11 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 
 static void stream_send_fin(struct xs_stream *s);
 static void stream_send_move(struct xs_stream *s);
-static void stream_return_credits(struct xs_stream *s);
-static void stream_rndv_progress(struct xs_stream *s);
 
 /* What waits on state rather than on a completion: regions to READ or
  * release, a FIN that shutdown() left waiting for a credit, a MOVE that
  * waits for a send slot. Called with s->lock held. */
-static void stream_progress(struct xs_stream *s)
+void stream_progress(struct xs_stream *s)
 {
 	if (s->rndv_rx_wait || s->done_q_len || s->rndv_released)
 		stream_rndv_progress(s);
@@ -463,7 +420,7 @@ static void stream_progress(struct xs_stream *s)
  * Reap completions without waiting, then send a FIN that shutdown() left
  * waiting for a credit. Called with s->lock held.
  */
-static int stream_poll_cq(struct xs_stream *s)
+int stream_poll_cq(struct xs_stream *s)
 {
 	struct ibv_wc wc[STREAM_CQ_BATCH];
 	bool armed = s->cq_armed;
@@ -516,7 +473,7 @@ static int stream_poll_cq(struct xs_stream *s)
  * killed process's files are closed).
  * Called with s->lock held. Return: whether it moved.
  */
-static bool stream_peer_ended(struct xs_stream *s)
+bool stream_peer_ended(struct xs_stream *s)
 {
 	const struct xs_stream_rx *e;
 	uint32_t i;
@@ -554,7 +511,7 @@ static bool stream_peer_ended(struct xs_stream *s)
  * (stream_peer_ended()) or a reset. What we still send is never
  * acknowledged, so close() must not wait for it. Called with s->lock
  * held. */
-static void stream_peer_lost(struct xs_stream *s, const char *why)
+void stream_peer_lost(struct xs_stream *s, const char *why)
 {
 	if (!s->peer_fin && !(s->peer_moved && s->move_sent) &&
 	    !stream_peer_ended(s))
@@ -563,223 +520,8 @@ static void stream_peer_lost(struct xs_stream *s, const char *why)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 }
 
-/* Drain the CM channel: a DISCONNECTED is the peer's QP gone. */
-static void stream_cm_events(struct xs_stream *s)
-{
-	struct rdma_cm_event *ev;
-
-	while (rdma_get_cm_event(s->c->ch, &ev) == 0) {
-		stream_news();
-		if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
-			/* The peer's last messages (its FIN) completed
-			 * before it disconnected: reap them first. */
-			while (stream_poll_cq(s) > 0)
-				;
-			stream_peer_lost(s, "peer disconnected without FIN");
-		}
-		rdma_ack_cm_event(ev);
-	}
-}
-
-/* Arm the CQ for its next completion, unless still armed. Return: 0, or
- * ibv_req_notify_cq()'s error. Called with s->lock held. */
-static int stream_arm(struct xs_stream *s)
-{
-	if (s->cq_armed)
-		return 0;
-	if (ibv_req_notify_cq(s->c->cq, 0))
-		return -1;
-	s->cq_armed = true;
-	s->cq_quiet = false; /* what came before the arm raised no event */
-	return 0;
-}
-
-/*
- * The eventfd of local news (see struct xs_stream.kick_fd), made now if
- * there is none: a thread makes it before it first sleeps, under the lock,
- * so a shutdown() that comes after its last look always finds it.
- * Return: the fd, or -1 (no fd left: logged once). Called with s->lock
- * held.
- */
-static int stream_kick_fd(struct xs_stream *s)
-{
-	if (s->kick_fd < 0) {
-		s->kick_fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-		if (s->kick_fd < 0)
-			xs_log_once(XS_LOG_WARN, "stream",
-				    "eventfd: %s: a shutdown() by another "
-				    "thread may not wake a blocked call",
-				    strerror(errno));
-	}
-	return s->kick_fd;
-}
-
-/* Wake every thread asleep on @s's fds. Called with s->lock held. */
-static void stream_kick(struct xs_stream *s)
-{
-	if (s->kick_fd >= 0)
-		(void)!eventfd_write(s->kick_fd, 1);
-}
-
-/*
- * Wake every thread waiting on @s - on its condition variable, or asleep
- * in poll(2) on its fds, its own or an emulated epoll's - when nothing
- * arriving on those fds will: a shutdown(), a failure the probe thread
- * found. Called with s->lock held.
- */
-static void stream_wake(struct xs_stream *s)
-{
-	pthread_cond_broadcast(&s->cond);
-	stream_kick(s);
-	/* the first of two threads asleep on the kick drains it; each has
-	 * its own wake-up too */
-	xs_wake_all();
-}
-
-/* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
-static void stream_unkick(struct xs_stream *s)
-{
-	eventfd_t v;
-
-	if (s->kick_fd >= 0)
-		(void)!eventfd_read(s->kick_fd, &v);
-}
-
-/*
- * Read and ack the completion channel's event, if there is one, and arm
- * the CQ again at once, as the verbs idiom goes (get, ack, notify, then
- * poll): the caller polls the CQ next. A CQ left unarmed after its event
- * was read would let a wait that looks, finds nothing new (a send
- * completion, a credit) and sleeps miss the next completion for good.
- * Called with s->lock held.
- */
-static void stream_cq_event(struct xs_stream *s)
-{
-	struct ibv_cq *cq;
-	bool got = false;
-	void *ctx;
-
-	/* One read: an armed CQ raises one event, and it is armed again
-	 * only after its event is read (s->cq_armed); the fd, were it still
-	 * readable, would only end the next sleep at once. */
-	if (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0) {
-		ibv_ack_cq_events(cq, 1);
-		got = true;
-	}
-	if (!got)
-		return;
-	s->cq_armed = false;
-	s->cq_quiet = false;
-	if (stream_arm(s))
-		stream_reset(s, "ibv_req_notify_cq failed");
-}
-
-/*
- * The polling thread's wait: spin, arm, sleep, reap. Called and returns
- * with s->lock held; drops it while it spins and sleeps.
- * Return: 0 (conditions may have changed), or -EINTR.
- */
-static int stream_sleep(struct xs_stream *s, uint64_t deadline)
-{
-	/* Completions reaped by another thread while we spin or arm change
-	 * our caller's condition without waking us: the counter tells. */
-	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	uint64_t start = xs_now_us(), now, spin_until;
-	struct pollfd pfd[XS_STREAM_WAIT_FDS];
-	int n, nfds, err, wait_ms;
-
-	spin_until = start + xs_spin_window_us(&s->spin, start);
-	if (spin_until > deadline)
-		spin_until = deadline;
-	while ((now = xs_now_us()) < spin_until) {
-		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
-			xs_spin_learn(&s->spin, now - start, true);
-			return 0;
-		}
-		pthread_mutex_unlock(&s->lock);
-		pthread_mutex_lock(&s->lock);
-	}
-	if (stream_arm(s)) {
-		stream_reset(s, "ibv_req_notify_cq failed");
-		return 0;
-	}
-	/* what completed before the arm, here or in another thread */
-	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
-		xs_spin_learn(&s->spin, xs_now_us() - start, true);
-		return 0;
-	}
-	if (deadline == STREAM_FOREVER) {
-		wait_ms = -1;
-	} else {
-		now = xs_now_us();
-		if (now >= deadline)
-			return 0;
-		wait_ms = (int)((deadline - now + 999u) / 1000u);
-	}
-	/* A pool buffer freed by another connection wakes nobody here:
-	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
-	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
-		wait_ms = 1;
-	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
-	pfd[2] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
-	nfds = pfd[2].fd >= 0 ? 3 : 2;
-	s->pub->c.sleeps++;
-	pthread_mutex_unlock(&s->lock);
-	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
-	err = errno;
-	pthread_mutex_lock(&s->lock);
-	/* a handler with SA_RESTART: the kernel's call would go on, unless
-	 * it has a timeout (signal(7)) */
-	if (n < 0)
-		return err == EINTR && (deadline != STREAM_FOREVER ||
-					!xs_sig_restarts())
-			       ? -EINTR
-			       : 0;
-	if (pfd[0].revents)
-		stream_cq_event(s);
-	if (pfd[1].revents)
-		stream_cm_events(s);
-	if (nfds == 3 && pfd[2].revents)
-		stream_unkick(s);
-	stream_poll_cq(s);
-	/* how long the news took, to size the next spin */
-	xs_spin_learn(&s->spin, xs_now_us() - start, n > 0);
-	return 0;
-}
-
-/*
- * Wait for news until @deadline: become the polling thread, or wait for
- * the one there is. Called and returns with s->lock held.
- * Return: 0 (re-check your condition), -EAGAIN past the deadline, -EINTR.
- */
-static int stream_wait(struct xs_stream *s, uint64_t deadline)
-{
-	struct timespec ts;
-	int rc;
-
-	if (deadline != STREAM_FOREVER && xs_now_us() >= deadline)
-		return -EAGAIN;
-	if (s->polling) {
-		if (deadline == STREAM_FOREVER) {
-			pthread_cond_wait(&s->cond, &s->lock);
-		} else {
-			ts.tv_sec = (time_t)(deadline / 1000000u);
-			ts.tv_nsec = (long)(deadline % 1000000u) * 1000;
-			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-		}
-		return 0;
-	}
-	s->polling = true;
-	rc = stream_sleep(s, deadline);
-	stream_return_credits(s);
-	s->polling = false;
-	pthread_cond_broadcast(&s->cond);
-	return rc;
-}
-
 /* A free send slot, or -1. */
-static int stream_slot(struct xs_stream *s)
+int stream_slot(struct xs_stream *s)
 {
 	uint32_t i;
 
@@ -792,9 +534,8 @@ static int stream_slot(struct xs_stream *s)
 }
 
 /* Take slot @i for a WR just posted. */
-static void stream_slot_take(struct xs_stream *s, int i, uint8_t kind,
-			     uint32_t arg, uint32_t len,
-			     const struct xs_buf *buf)
+void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
+		      uint32_t len, const struct xs_buf *buf)
 {
 	struct xs_stream_slot *slot = &s->tx[i];
 
@@ -806,7 +547,7 @@ static void stream_slot_take(struct xs_stream *s, int i, uint8_t kind,
 }
 
 /* A pool buffer of @len bytes, or -EAGAIN when the pool is exhausted. */
-static int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
+int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
 {
 	int rc = xs_pool_alloc(&s->c->dev->pool, len, b);
 
@@ -825,9 +566,8 @@ static int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
  * @cur) where it will be posted from: @stack when it fits the QP's inline
  * size, else a pool buffer (*@b). Return: bytes, or -EAGAIN.
  */
-static int stream_build(struct xs_stream *s, struct xs_msg *m,
-			struct iov_cursor *cur, uint32_t len, uint8_t *stack,
-			struct xs_buf *b, void **dst)
+int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
+		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst)
 {
 	uint32_t hdr = m->type == XS_MSG_RNDV	     ? XS_WIRE_RNDV_LEN
 		       : m->type == XS_MSG_RNDV_DONE ? XS_WIRE_RNDV_DONE_LEN
@@ -847,14 +587,15 @@ static int stream_build(struct xs_stream *s, struct xs_msg *m,
 	m->credits = (uint16_t)s->rx_unreturned;
 	xs_wire_msg_encode(m, *dst);
 	if (len)
-		iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len, false);
+		stream_iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len,
+				false);
 	return (int)total;
 }
 
 /* Bookkeeping after a message went out: its credit and the ones it
  * returned. */
-static void stream_sent(struct xs_stream *s, enum xs_msg_type type,
-			const struct xs_buf *b)
+void stream_sent(struct xs_stream *s, enum xs_msg_type type,
+		 const struct xs_buf *b)
 {
 	if (type == XS_MSG_DATA || type == XS_MSG_RNDV)
 		s->tx_credits--;
@@ -872,8 +613,8 @@ static void stream_sent(struct xs_stream *s, enum xs_msg_type type,
  * -EAGAIN when no credit, slot or pool buffer is free. DATA spends a
  * credit; control messages land in the peer's control buffers.
  */
-static int stream_post(struct xs_stream *s, struct xs_msg *m,
-		       struct iov_cursor *cur, uint32_t len)
+int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
+		uint32_t len)
 {
 	uint8_t stack[STREAM_INLINE_STACK];
 	struct xs_buf b;
@@ -903,7 +644,7 @@ static int stream_post(struct xs_stream *s, struct xs_msg *m,
 	return 0;
 }
 
-static int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
+int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
 {
 	struct xs_msg m = { .type = type };
 
@@ -911,260 +652,10 @@ static int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
 }
 
 /*
- * The connection's staging area: XS_RNDV_REGIONS regions of @chunk bytes,
- * each registered on its own for this connection alone (local write and
- * window binds, no remote access of its own). The windows are bound over
- * these MRs, not the shared pool's, and one MR per region: a device that
- * checks a window's access against its MR's bounds but not its own (rxe
- * does: check_rkey() calls mr_check_range() on the underlying MR) then
- * lets a peer read nothing outside the region it was given, not even the
- * neighbouring regions of its own connection (at worst, past the bytes
- * exposed, stale bytes of this region: earlier bytes of this same stream).
- * Set up at the first large send, so connections that never send one
- * register nothing. Return: 0, or a negative errno (the stream then sends
- * everything eagerly).
- */
-static int stream_stage_init(struct xs_stream *s, uint32_t chunk)
-{
-	size_t size = (size_t)chunk * XS_RNDV_REGIONS;
-	uint8_t *base;
-	uint32_t i;
-	int rc;
-
-	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (base == MAP_FAILED)
-		return -ENOMEM;
-	for (i = 0; i < XS_RNDV_REGIONS; i++) {
-		s->stage_mr[i] = ibv_reg_mr(
-			s->c->dev->pd, base + (size_t)i * chunk, chunk,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
-		if (!s->stage_mr[i]) {
-			rc = errno ? -errno : -ENOMEM;
-			goto out_dereg;
-		}
-	}
-	xs_stats_registered((long)size);
-	s->stage = base;
-	s->stage_chunk = chunk;
-	for (i = 0; i < XS_RNDV_REGIONS; i++)
-		s->rndv[i].buf = (struct xs_buf){
-			.addr = base + (size_t)i * chunk,
-			.size = chunk,
-			.lkey = s->stage_mr[i]->lkey,
-			.sb = UINT32_MAX, /* not the pool's */
-			.mr = s->stage_mr[i],
-		};
-	return 0;
-
-out_dereg:
-	while (i--) {
-		ibv_dereg_mr(s->stage_mr[i]);
-		s->stage_mr[i] = NULL;
-	}
-	munmap(base, size);
-	return rc;
-}
-
-static void stream_stage_fini(struct xs_stream *s, bool dereg)
-{
-	uint32_t i, nr = 0;
-
-	if (!s->stage)
-		return;
-	for (i = 0; i < XS_RNDV_REGIONS; i++) {
-		if (dereg && ibv_dereg_mr(s->stage_mr[i]) == 0)
-			nr++;
-		s->stage_mr[i] = NULL;
-	}
-	if (nr)
-		xs_stats_registered(-(long)((size_t)s->stage_chunk * nr));
-	munmap(s->stage, (size_t)s->stage_chunk * XS_RNDV_REGIONS);
-	s->stage = NULL;
-}
-
-static bool stream_region_free(const struct xs_stream *s)
-{
-	uint32_t i;
-
-	for (i = 0; i < s->c->nr_mw; i++)
-		if (s->rndv[i].state == STREAM_REGION_FREE)
-			return true;
-	return false;
-}
-
-/*
- * Rendezvous: stage @len bytes (at most stage_chunk) from @cur in a free
- * region of the staging area, expose it read-only to this connection
- * through the region's memory window and announce it (one credit).
- * -EAGAIN when no credit, region or slot is free.
- */
-static int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur,
-			    uint32_t len)
-{
-	uint8_t stack[STREAM_INLINE_STACK];
-	struct xs_stream_region *r = NULL;
-	struct xs_msg m = { .type = XS_MSG_RNDV };
-	struct xs_buf b;
-	uint32_t i, rkey;
-	int slot, total, rc;
-	void *dst;
-
-	if (s->tx_credits == 0)
-		return -EAGAIN;
-	for (i = 0; i < s->c->nr_mw && !r; i++)
-		if (s->rndv[i].state == STREAM_REGION_FREE)
-			r = &s->rndv[i];
-	slot = stream_slot(s);
-	if (!r || slot < 0)
-		return -EAGAIN;
-	i = (uint32_t)(r - s->rndv);
-	rkey = ibv_inc_rkey(r->rkey);
-	m.rndv_addr = (uintptr_t)r->buf.addr;
-	m.rndv_rkey = rkey;
-	m.rndv_len = len;
-	m.rndv_id = ++s->rndv_seq * XS_RNDV_REGIONS + i;
-	total = stream_build(s, &m, NULL, 0, stack, &b, &dst);
-	if (total < 0)
-		return total; /* @cur untouched: nothing was taken */
-	iov_copy(cur, r->buf.addr, len, false);
-	rc = xs_conn_post_rndv(s->c, i, rkey, &r->buf, len, dst,
-			       (uint32_t)total, b.addr ? &b : NULL,
-			       STREAM_WR_BIND | i,
-			       STREAM_WR_SEND | (uint64_t)slot);
-	if (rc) {
-		if (b.addr)
-			xs_pool_free(&s->c->dev->pool, &b);
-		stream_reset(s, "cannot post a rendezvous");
-		return -ECONNRESET;
-	}
-	xs_dbg("stream", "expose region %u id %u rkey %#x->%#x len %u", i,
-	       m.rndv_id, r->rkey, rkey, len);
-	r->state = STREAM_REGION_EXPOSED;
-	r->rkey = rkey;
-	r->id = m.rndv_id;
-	r->len = len;
-	stream_slot_take(s, slot, STREAM_SLOT_SEND, 0, 0, &b);
-	s->rndv_tx_bytes += len;
-	s->pub->c.rndv_sent++;
-	stream_sent(s, XS_MSG_RNDV, &b);
-	return 0;
-}
-
-/*
- * A buffer to READ (the rest of) a region of @want bytes into: one that
- * holds it all from the pool, else the connection's spare (one ring
- * buffer's size: the region then comes in pieces). The pool may be all
- * receive rings - its superblocks each serve one size class, and a tiny
- * XSOCK_POOL_MB is one superblock - and nothing of that frees itself:
- * without the spare a region could wait forever. Return: 0 or -EAGAIN.
- */
-static int stream_rndv_buf(struct xs_stream *s, uint32_t want, struct xs_buf *b)
-{
-	if (stream_alloc(s, want, b) == 0)
-		return 0;
-	if (s->rx_spare_busy || !s->c->rx_spare.addr)
-		return -EAGAIN;
-	*b = s->c->rx_spare;
-	s->rx_spare_busy = true;
-	return 0;
-}
-
-/* Give back the buffer a region's piece was READ into. */
-static void stream_rx_free(struct xs_stream *s, struct xs_stream_rx *e)
-{
-	if (e->buf.addr == s->c->rx_spare.addr)
-		s->rx_spare_busy = false;
-	else
-		xs_pool_free(&s->c->dev->pool, &e->buf);
-	e->buf = (struct xs_buf){ 0 };
-}
-
-/*
- * Rendezvous work that waits for a slot, a pool buffer or the READ budget:
- * invalidate released regions, READ announced ones in stream order, and
- * answer RNDV_DONE for those READ. Called with s->lock held, after
- * completions; never blocks.
- */
-static void stream_rndv_progress(struct xs_stream *s)
-{
-	struct xs_conn *c = s->c;
-	struct xs_stream_region *r;
-	struct xs_stream_rx *e;
-	uint32_t i, pos, want;
-	int slot;
-
-	if (s->error)
-		return;
-	for (i = 0; i < c->nr_mw && s->rndv_released; i++) {
-		r = &s->rndv[i];
-		if (r->state != STREAM_REGION_RELEASED)
-			continue;
-		slot = stream_slot(s);
-		if (slot < 0)
-			return;
-		xs_dbg("stream", "invalidate region %u rkey %#x", i, r->rkey);
-		if (xs_conn_post_inv(c, r->rkey,
-				     STREAM_WR_SEND | (uint64_t)slot)) {
-			stream_reset(s, "cannot invalidate a window");
-			return;
-		}
-		/* the slot frees the region's bytes once the window is
-		 * invalid */
-		stream_slot_take(s, slot, STREAM_SLOT_INV, i, 0, NULL);
-		r->state = STREAM_REGION_INVALIDATING;
-		s->rndv_released--;
-	}
-	while (s->done_q_len) {
-		struct xs_msg m = { .type = XS_MSG_RNDV_DONE,
-				    .rndv_id = s->done_q[s->done_q_head] };
-
-		if (stream_post(s, &m, NULL, 0))
-			return;
-		s->done_q_head = (s->done_q_head + 1) % c->nr_rx;
-		s->done_q_len--;
-	}
-	for (i = 0; i < s->rxq_len && s->rndv_rx_wait; i++) {
-		pos = (s->rxq_head + i) % c->nr_rx;
-		e = &s->rxq[pos];
-		if (e->state != XS_RX_RNDV_WAIT)
-			continue;
-		/* READ ahead of the reader within the budget (and always
-		 * the first region, whatever its size); every region once
-		 * either side moves to TCP: the peer's may go with its
-		 * program image (an exec, core/move.c) */
-		want = e->rlen - e->roff;
-		if (s->rndv_rx_held && !s->move_pull && !s->peer_moved &&
-		    s->rndv_rx_held + want > XS_RNDV_RX_HELD)
-			return;
-		slot = stream_slot(s);
-		if (slot < 0 || stream_rndv_buf(s, want, &e->buf))
-			return;
-		e->off = 0;
-		e->end = want < e->buf.size ? want : (uint32_t)e->buf.size;
-		int rc = xs_conn_post_read(c, &e->buf, e->end,
-					   e->raddr + e->roff, e->rkey,
-					   STREAM_WR_SEND | (uint64_t)slot);
-
-		if (rc) {
-			xs_info("stream", "RDMA READ not posted: %s",
-				strerror(-rc));
-			stream_rx_free(s, e);
-			stream_reset(s, "cannot post an RDMA READ");
-			return;
-		}
-		stream_slot_take(s, slot, STREAM_SLOT_READ, pos, 0, NULL);
-		e->state = XS_RX_RNDV_READING;
-		s->rndv_rx_held += e->end;
-		s->rndv_rx_wait--;
-	}
-}
-
-/*
  * Announce re-posted buffers once half the ring waits (cf. TCP's window
  * update); a control message, never blocks.
  */
-static void stream_return_credits(struct xs_stream *s)
+void stream_return_credits(struct xs_stream *s)
 {
 	if (s->error || s->rx_unreturned < (s->c->local.credits + 1u) / 2u)
 		return;
@@ -1325,8 +816,8 @@ static void stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
  * Copy up to @len readable bytes into @cur, in stream order up to the
  * first region not READ yet; consume them unless @peek.
  */
-static size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur,
-			  size_t len, bool peek, bool discard)
+size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur, size_t len,
+		   bool peek, bool discard)
 {
 	uint32_t nr = s->c->nr_rx, i = 0;
 	size_t copied = 0;
@@ -1341,7 +832,8 @@ static size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur,
 		if (n > len - copied)
 			n = len - copied;
 		if (!discard) /* MSG_TRUNC: count, never copy */
-			iov_copy(cur, stream_rx_bytes(s, r) + r->off, n, true);
+			stream_iov_copy(cur, stream_rx_bytes(s, r) + r->off, n,
+					true);
 		copied += n;
 		if (peek) {
 			i++;
@@ -1359,7 +851,7 @@ static size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur,
 }
 
 /* Bytes readable now, in stream order (FIONREAD). */
-static size_t stream_readable(struct xs_stream *s)
+size_t stream_readable(struct xs_stream *s)
 {
 	uint32_t i;
 	size_t n = 0;
@@ -1480,7 +972,7 @@ size_t xs_stream_outq(struct xs_stream *s)
 
 /* Drain, without blocking, the fds @which names (XS_STREAM_DRAIN_FD bits
  * of xs_stream_wait_fds()'s order). Called with s->lock held. */
-static void stream_drain_channels(struct xs_stream *s, unsigned int which)
+void stream_drain_channels(struct xs_stream *s, unsigned int which)
 {
 	/* an unarmed CQ queues no event: no read() to find that out */
 	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed)
@@ -1599,325 +1091,4 @@ unsigned int xs_stream_moved(struct xs_stream *s)
 		how |= XS_MOVED_RX;
 	pthread_mutex_unlock(&s->lock);
 	return how;
-}
-
-int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
-		       size_t *len, unsigned int *ended)
-{
-	uint64_t deadline = stream_deadline(timeout_ms);
-	uint8_t *buf = NULL, *nb;
-	size_t have = 0, cap = 0, n;
-	struct iov_cursor cur;
-	struct iovec v;
-	int rc = 0;
-
-	stream_news(); /* a call: readiness may change */
-	pthread_mutex_lock(&s->lock);
-	stream_poll_cq(s);
-	/* a peer gone without its FIN: a reset, unless its end moved both
-	 * directions to the kernel connection (stream_peer_ended()) */
-	if (s->error || (s->peer_gone && !s->peer_fin &&
-			 !(s->peer_moved && s->move_sent))) {
-		pthread_mutex_unlock(&s->lock);
-		return -ECONNRESET;
-	}
-	s->move_want = true;
-	s->move_pull = true;
-	stream_progress(s); /* our MOVE, now or at the next completion */
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-	pthread_cond_broadcast(&s->cond);
-	stream_wake(s); /* a thread asleep in send goes on over TCP */
-	for (;;) {
-		n = stream_readable(s);
-		if (n) {
-			if (have + n > cap) {
-				cap = (have + n) * 2;
-				nb = realloc(buf, cap);
-				if (!nb) {
-					rc = -ENOMEM;
-					break;
-				}
-				buf = nb;
-			}
-			v = (struct iovec){ buf + have, n };
-			cur = (struct iov_cursor){ &v, 1, 0, 0 };
-			have += stream_copy(s, &cur, n, false, false);
-			continue;
-		}
-		/* the peer's last byte over RDMA: before its MOVE, or its
-		 * FIN (then nothing follows on TCP: its end is EOF) */
-		if (!s->rxq_len && s->move_sent &&
-		    (s->peer_moved || s->peer_fin))
-			break;
-		if (s->error) {
-			rc = -ECONNRESET;
-			break;
-		}
-		if (stream_poll_cq(s))
-			continue;
-		rc = stream_wait(s, deadline);
-		if (rc)
-			break;
-	}
-	s->move_pull = false;
-	/* Our MOVE may have gone, and bytes left the queue: the stream
-	 * cannot go on as if nothing happened. A reset says so to both
-	 * sides (and disconnects: see stream_fail()). */
-	if (rc)
-		stream_reset(s, "the move to TCP did not complete");
-	if (have) {
-		s->pub->c.bytes_received += have;
-		stream_pub_queues(s);
-	}
-	*ended = (s->peer_fin || s->rd_shut ? XS_MOVE_EOF : 0) |
-		 (s->wr_shut ? XS_MOVE_SHUT_WR : 0);
-	pthread_mutex_unlock(&s->lock);
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	*bytes = buf;
-	*len = have;
-	return 0;
-}
-
-static void stream_free(struct xs_stream *s)
-{
-	if (s->kick_fd >= 0)
-		xs_real.close(s->kick_fd);
-	free(s->tx);
-	free(s->rxq);
-	free(s->done_q);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
-	memset(s, 0, sizeof(*s));
-}
-
-void xs_stream_keep_error(struct xs_stream *s, int err)
-{
-	pthread_mutex_lock(&s->lock);
-	if (err && s->error == err)
-		s->error_pending = true;
-	pthread_mutex_unlock(&s->lock);
-}
-
-int xs_stream_take_error(struct xs_stream *s)
-{
-	int rc = 0;
-
-	stream_news(); /* a call: readiness may change */
-	pthread_mutex_lock(&s->lock);
-	if (s->error_pending) {
-		s->error_pending = false;
-		rc = s->error;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/*
- * Nothing left to deliver: FIN posted and every send completed (so every
- * byte acknowledged, cf. leaving FIN_WAIT1), every region pulled; or the
- * connection reset or the peer gone. After a RESET: the RESET, last on the
- * send queue, completed. Called with s->lock held.
- */
-static bool stream_done(const struct xs_stream *s)
-{
-	if (s->peer_gone)
-		return true;
-	if (s->rst_sent)
-		return !s->tx_inflight;
-	/* after our MOVE, our FIN is the kernel socket's */
-	return ((s->fin_sent || s->move_sent) && !s->tx_inflight &&
-		!s->rndv_tx_bytes) ||
-	       s->error;
-}
-
-bool xs_stream_drained(struct xs_stream *s)
-{
-	bool done;
-
-	pthread_mutex_lock(&s->lock);
-	if (!s->polling)
-		stream_drain_channels(s, XS_STREAM_DRAIN);
-	stream_poll_cq(s);
-	done = stream_done(s);
-	pthread_mutex_unlock(&s->lock);
-	return done;
-}
-
-int xs_stream_linger(struct xs_stream *s, int timeout_ms)
-{
-	uint64_t deadline = stream_deadline(timeout_ms);
-	int rc = 0;
-
-	stream_news(); /* a call: readiness may change */
-	pthread_mutex_lock(&s->lock);
-	stream_poll_cq(s);
-	while (!stream_done(s) && rc == 0)
-		rc = stream_wait(s, deadline);
-	rc = stream_done(s) ? 0 : rc;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-void xs_stream_abort(struct xs_stream *s)
-{
-	bool live;
-
-	stream_news(); /* a call: readiness may change */
-	pthread_mutex_lock(&s->lock);
-	live = !s->error && !s->peer_gone && !s->rst_sent;
-	/* From here on nothing but the RESET goes out: a FIN that waits
-	 * for a slot, credits and RNDV_DONEs all look at the error first.
-	 * Nobody is left to report it to (the last fd is closed). */
-	if (!s->error)
-		s->error = -ECONNRESET;
-	s->error_pending = false;
-	stream_poll_cq(s); /* completions free the slot the RESET needs */
-	if (live && stream_post_ctrl(s, XS_MSG_RESET) == 0) {
-		s->rst_sent = true;
-		xs_dbg("stream", "RESET sent");
-	} else if (live) {
-		xs_info("stream", "no RESET sent: the disconnect says it");
-	}
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
-{
-	uint64_t seen, after;
-	int i, rc;
-
-	pthread_mutex_lock(&s->lock);
-	if (s->error || s->peer_gone || !s->c)
-		goto out;
-	/* What came meanwhile counts, the probe's own completion too, even
-	 * while the application looks at other sockets for long */
-	stream_poll_cq(s);
-	if (s->error || s->peer_gone) {
-		stream_wake(s); /* our own look found it: no one else will */
-		goto out;
-	}
-	if (s->probe_posted) {
-		/* Answered or failed within the retry budget on a working
-		 * transport; neither, and it never will be. */
-		if (now - s->probe_posted > XS_PROBE_DEADLINE_US) {
-			stream_fail(s, -ETIMEDOUT, "probe unanswered");
-			stream_wake(s);
-		}
-		goto out;
-	}
-	/* Silence: nothing received, nothing completed since the last look */
-	seen = s->pub->c.msgs_received + s->wc_seen;
-	if (seen != s->probe_seen || !s->probe_quiet_since) {
-		s->probe_seen = seen;
-		s->probe_quiet_since = now;
-		goto out;
-	}
-	/* Quiet: what the reader emptied goes back now (its completion
-	 * starts the silence again; the next look probes, if due) */
-	if (s->rx_unreturned && !s->move_sent && !s->rst_sent &&
-	    stream_post_ctrl(s, XS_MSG_CREDIT) == 0) {
-		s->pub->c.credit_msgs++;
-		goto out;
-	}
-	if (s->kernel_ended && !s->peer_fin && !s->peer_moved)
-		after = 0; /* its process may be gone: ask its QP now */
-	else if (s->tx_inflight || s->rndv_tx_bytes || !s->tx_credits)
-		after = XS_PERSIST_US; /* stalled, or the peer owes us */
-	else if (keepidle_us)
-		after = keepidle_us;
-	else
-		goto out;
-	if (now - s->probe_quiet_since < after)
-		goto out;
-	if ((i = stream_slot(s)) < 0) {
-		/* Every slot holds a WR that neither completes nor fails:
-		 * no room for a probe, and the same deadline. */
-		if (now - s->probe_quiet_since > after + XS_PROBE_DEADLINE_US) {
-			stream_fail(s, -ETIMEDOUT, "no completion");
-			stream_wake(s);
-		}
-		goto out;
-	}
-	rc = xs_conn_post_probe(s->c, STREAM_WR_SEND | (uint64_t)i);
-	if (rc) {
-		stream_reset(s, "cannot post a probe");
-		stream_wake(s);
-		goto out;
-	}
-	stream_slot_take(s, i, STREAM_SLOT_PROBE, 0, 0, NULL);
-	s->probe_posted = now;
-	xs_dbg("stream", "probe after %llu ms of silence, %u WRs in flight",
-	       (unsigned long long)(now - s->probe_quiet_since) / 1000u,
-	       s->tx_inflight - 1);
-out:
-	pthread_mutex_unlock(&s->lock);
-}
-
-void xs_stream_kernel_ended(struct xs_stream *s)
-{
-	pthread_mutex_lock(&s->lock);
-	if (!s->kernel_ended && s->c && !s->peer_fin && !s->peer_moved &&
-	    !s->peer_gone && !s->error) {
-		s->kernel_ended = true;
-		xs_dbg("stream", "the kernel TCP connection ended before the "
-				 "stream: the peer's QP is asked");
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-void xs_stream_close(struct xs_stream *s, int timeout_ms)
-{
-	uint64_t deadline = stream_deadline(timeout_ms);
-	struct xs_dev *dev;
-	uint32_t i, nr_rx;
-	void *spare;
-
-	stream_news(); /* a call: readiness may change */
-	if (!s->c)
-		return;
-	dev = s->c->dev;
-	nr_rx = s->c->nr_rx;
-	xs_stream_shutdown(s, SHUT_WR);
-	pthread_mutex_lock(&s->lock);
-	/* Graceful: every byte sent before close reaches the peer, and
-	 * the peer has pulled every region (aborted: the RESET left). */
-	while (!stream_done(s))
-		if (stream_wait(s, deadline) == -EAGAIN)
-			break;
-	while (stream_poll_cq(s) > 0) /* what a reset left: errors logged */
-		;
-	pthread_mutex_unlock(&s->lock);
-	/* QP and windows first: no READ or send may touch a buffer once
-	 * the pool hands it to another connection. */
-	spare = s->c->rx_spare.addr; /* freed with the connection */
-	xs_conn_destroy(s->c);
-	for (i = 0; i < s->tx_max; i++)
-		if (s->tx[i].kind != STREAM_SLOT_FREE && s->tx[i].buf.addr)
-			xs_pool_free(&dev->pool, &s->tx[i].buf);
-	stream_stage_fini(s, true);
-	for (i = 0; i < s->rxq_len; i++) {
-		struct xs_stream_rx *r = &s->rxq[(s->rxq_head + i) % nr_rx];
-
-		if ((r->state == XS_RX_RNDV_READING ||
-		     r->state == XS_RX_RNDV_READY) &&
-		    r->buf.addr != spare)
-			xs_pool_free(&dev->pool, &r->buf);
-	}
-	stream_free(s);
-}
-
-void xs_stream_abandon(struct xs_stream *s)
-{
-	stream_news(); /* a call: readiness may change */
-	if (!s->c)
-		return;
-	free(s->c->rx);
-	free(s->c);
-	stream_stage_fini(s, false); /* the parent's MR is not ours */
-	stream_free(s);
 }

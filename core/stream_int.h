@@ -1,0 +1,104 @@
+/*
+ * core/stream_int.h - what the files of the byte stream share: stream.c
+ * (state, completions, eager sends and receives), stream_wait.c (arming,
+ * kicks and sleeps), stream_rndv.c (READ rendezvous) and stream_end.c
+ * (move out, linger, close, the keepalive probe). Each function's
+ * comment is at its definition; s->lock is held around every one unless
+ * that comment says otherwise.
+ */
+#ifndef XS_CORE_STREAM_INT_H
+#define XS_CORE_STREAM_INT_H
+
+#include <infiniband/verbs.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "core_int.h"
+#include "proto.h"
+#include "stream.h"
+
+#define STREAM_CQ_BATCH	    16
+#define STREAM_INLINE_STACK 512 /* bytes: largest inline message built */
+#define STREAM_FOREVER	    UINT64_MAX
+/*
+ * wr_id layout: receives carry the ring index (below 2^32); signaled
+ * send-queue WRs carry STREAM_WR_SEND | slot; the unsignaled window binds
+ * STREAM_WR_BIND (seen only when one fails). An error completion's opcode
+ * is undefined, so the wr_id alone tells them apart.
+ */
+#define STREAM_WR_SEND (1ull << 32)
+#define STREAM_WR_BIND (1ull << 33)
+
+/* struct xs_stream_slot.kind */
+enum {
+	STREAM_SLOT_FREE,
+	STREAM_SLOT_SEND,  /* a message; buf (if any) freed on completion */
+	STREAM_SLOT_READ,  /* an RDMA READ for rxq position arg */
+	STREAM_SLOT_INV,   /* invalidation of region arg; buf is its bytes */
+	STREAM_SLOT_PROBE, /* a probe of the peer (xs_stream_probe) */
+};
+
+/* struct xs_stream_region.state */
+enum {
+	STREAM_REGION_FREE,
+	STREAM_REGION_EXPOSED,	    /* bound and announced */
+	STREAM_REGION_RELEASED,	    /* RNDV_DONE received, INV not posted */
+	STREAM_REGION_INVALIDATING, /* INV posted */
+};
+
+/* Where a copy stands in an iovec array. */
+struct iov_cursor {
+	const struct iovec *iov;
+	int cnt;
+	int i;
+	size_t off;
+};
+
+#define stream_news() xs_stream_news_bump()
+
+/* core/stream.c */
+void stream_iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov);
+uint64_t stream_deadline(int timeout_ms);
+void stream_pub_queues(struct xs_stream *s);
+void stream_fail(struct xs_stream *s, int err, const char *why);
+void stream_reset(struct xs_stream *s, const char *why);
+void stream_progress(struct xs_stream *s);
+int stream_poll_cq(struct xs_stream *s);
+bool stream_peer_ended(struct xs_stream *s);
+void stream_peer_lost(struct xs_stream *s, const char *why);
+int stream_slot(struct xs_stream *s);
+void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
+		      uint32_t len, const struct xs_buf *buf);
+int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b);
+int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
+		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst);
+void stream_sent(struct xs_stream *s, enum xs_msg_type type,
+		 const struct xs_buf *b);
+int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
+		uint32_t len);
+int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type);
+void stream_return_credits(struct xs_stream *s);
+size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur, size_t len,
+		   bool peek, bool discard);
+size_t stream_readable(struct xs_stream *s);
+void stream_drain_channels(struct xs_stream *s, unsigned int which);
+
+/* core/stream_wait.c */
+void stream_cm_events(struct xs_stream *s);
+int stream_arm(struct xs_stream *s);
+int stream_kick_fd(struct xs_stream *s);
+void stream_wake(struct xs_stream *s);
+void stream_unkick(struct xs_stream *s);
+void stream_cq_event(struct xs_stream *s);
+int stream_wait(struct xs_stream *s, uint64_t deadline);
+
+/* core/stream_rndv.c */
+int stream_stage_init(struct xs_stream *s, uint32_t chunk);
+void stream_stage_fini(struct xs_stream *s, bool dereg);
+bool stream_region_free(const struct xs_stream *s);
+int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur, uint32_t len);
+void stream_rx_free(struct xs_stream *s, struct xs_stream_rx *e);
+void stream_rndv_progress(struct xs_stream *s);
+
+#endif /* XS_CORE_STREAM_INT_H */

@@ -1,0 +1,232 @@
+/*
+ * core/stream_wait.c - a stream's waits: the CM channel's events, arming
+ * the CQ, the kick eventfd of local news, and the one thread that sleeps
+ * in poll(2) on the completion and CM channels while the others wait on
+ * the stream's condition variable.
+ * Context: any thread; s->lock guards every field (stream_int.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "stats.h"
+#include "stream_int.h"
+
+/* Drain the CM channel: a DISCONNECTED is the peer's QP gone. */
+void stream_cm_events(struct xs_stream *s)
+{
+	struct rdma_cm_event *ev;
+
+	while (rdma_get_cm_event(s->c->ch, &ev) == 0) {
+		stream_news();
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+			/* The peer's last messages (its FIN) completed
+			 * before it disconnected: reap them first. */
+			while (stream_poll_cq(s) > 0)
+				;
+			stream_peer_lost(s, "peer disconnected without FIN");
+		}
+		rdma_ack_cm_event(ev);
+	}
+}
+
+/* Arm the CQ for its next completion, unless still armed. Return: 0, or
+ * ibv_req_notify_cq()'s error. Called with s->lock held. */
+int stream_arm(struct xs_stream *s)
+{
+	if (s->cq_armed)
+		return 0;
+	if (ibv_req_notify_cq(s->c->cq, 0))
+		return -1;
+	s->cq_armed = true;
+	s->cq_quiet = false; /* what came before the arm raised no event */
+	return 0;
+}
+
+/*
+ * The eventfd of local news (see struct xs_stream.kick_fd), made now if
+ * there is none: a thread makes it before it first sleeps, under the lock,
+ * so a shutdown() that comes after its last look always finds it.
+ * Return: the fd, or -1 (no fd left: logged once). Called with s->lock
+ * held.
+ */
+int stream_kick_fd(struct xs_stream *s)
+{
+	if (s->kick_fd < 0) {
+		s->kick_fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+		if (s->kick_fd < 0)
+			xs_log_once(XS_LOG_WARN, "stream",
+				    "eventfd: %s: a shutdown() by another "
+				    "thread may not wake a blocked call",
+				    strerror(errno));
+	}
+	return s->kick_fd;
+}
+
+/* Wake every thread asleep on @s's fds. Called with s->lock held. */
+static void stream_kick(struct xs_stream *s)
+{
+	if (s->kick_fd >= 0)
+		(void)!eventfd_write(s->kick_fd, 1);
+}
+
+/*
+ * Wake every thread waiting on @s - on its condition variable, or asleep
+ * in poll(2) on its fds, its own or an emulated epoll's - when nothing
+ * arriving on those fds will: a shutdown(), a failure the probe thread
+ * found. Called with s->lock held.
+ */
+void stream_wake(struct xs_stream *s)
+{
+	pthread_cond_broadcast(&s->cond);
+	stream_kick(s);
+	/* the first of two threads asleep on the kick drains it; each has
+	 * its own wake-up too */
+	xs_wake_all();
+}
+
+/* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
+void stream_unkick(struct xs_stream *s)
+{
+	eventfd_t v;
+
+	if (s->kick_fd >= 0)
+		(void)!eventfd_read(s->kick_fd, &v);
+}
+
+/*
+ * Read and ack the completion channel's event, if there is one, and arm
+ * the CQ again at once, as the verbs idiom goes (get, ack, notify, then
+ * poll): the caller polls the CQ next. A CQ left unarmed after its event
+ * was read would let a wait that looks, finds nothing new (a send
+ * completion, a credit) and sleeps miss the next completion for good.
+ * Called with s->lock held.
+ */
+void stream_cq_event(struct xs_stream *s)
+{
+	struct ibv_cq *cq;
+	bool got = false;
+	void *ctx;
+
+	/* One read: an armed CQ raises one event, and it is armed again
+	 * only after its event is read (s->cq_armed); the fd, were it still
+	 * readable, would only end the next sleep at once. */
+	if (ibv_get_cq_event(s->c->cc, &cq, &ctx) == 0) {
+		ibv_ack_cq_events(cq, 1);
+		got = true;
+	}
+	if (!got)
+		return;
+	s->cq_armed = false;
+	s->cq_quiet = false;
+	if (stream_arm(s))
+		stream_reset(s, "ibv_req_notify_cq failed");
+}
+
+/*
+ * The polling thread's wait: spin, arm, sleep, reap. Called and returns
+ * with s->lock held; drops it while it spins and sleeps.
+ * Return: 0 (conditions may have changed), or -EINTR.
+ */
+static int stream_sleep(struct xs_stream *s, uint64_t deadline)
+{
+	/* Completions reaped by another thread while we spin or arm change
+	 * our caller's condition without waking us: the counter tells. */
+	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	uint64_t start = xs_now_us(), now, spin_until;
+	struct pollfd pfd[XS_STREAM_WAIT_FDS];
+	int n, nfds, err, wait_ms;
+
+	spin_until = start + xs_spin_window_us(&s->spin, start);
+	if (spin_until > deadline)
+		spin_until = deadline;
+	while ((now = xs_now_us()) < spin_until) {
+		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
+			xs_spin_learn(&s->spin, now - start, true);
+			return 0;
+		}
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (stream_arm(s)) {
+		stream_reset(s, "ibv_req_notify_cq failed");
+		return 0;
+	}
+	/* what completed before the arm, here or in another thread */
+	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
+		xs_spin_learn(&s->spin, xs_now_us() - start, true);
+		return 0;
+	}
+	if (deadline == STREAM_FOREVER) {
+		wait_ms = -1;
+	} else {
+		now = xs_now_us();
+		if (now >= deadline)
+			return 0;
+		wait_ms = (int)((deadline - now + 999u) / 1000u);
+	}
+	/* A pool buffer freed by another connection wakes nobody here:
+	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
+	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
+		wait_ms = 1;
+	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
+	pfd[2] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
+	nfds = pfd[2].fd >= 0 ? 3 : 2;
+	s->pub->c.sleeps++;
+	pthread_mutex_unlock(&s->lock);
+	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
+	err = errno;
+	pthread_mutex_lock(&s->lock);
+	/* a handler with SA_RESTART: the kernel's call would go on, unless
+	 * it has a timeout (signal(7)) */
+	if (n < 0)
+		return err == EINTR && (deadline != STREAM_FOREVER ||
+					!xs_sig_restarts())
+			       ? -EINTR
+			       : 0;
+	if (pfd[0].revents)
+		stream_cq_event(s);
+	if (pfd[1].revents)
+		stream_cm_events(s);
+	if (nfds == 3 && pfd[2].revents)
+		stream_unkick(s);
+	stream_poll_cq(s);
+	/* how long the news took, to size the next spin */
+	xs_spin_learn(&s->spin, xs_now_us() - start, n > 0);
+	return 0;
+}
+
+/*
+ * Wait for news until @deadline: become the polling thread, or wait for
+ * the one there is. Called and returns with s->lock held.
+ * Return: 0 (re-check your condition), -EAGAIN past the deadline, -EINTR.
+ */
+int stream_wait(struct xs_stream *s, uint64_t deadline)
+{
+	struct timespec ts;
+	int rc;
+
+	if (deadline != STREAM_FOREVER && xs_now_us() >= deadline)
+		return -EAGAIN;
+	if (s->polling) {
+		if (deadline == STREAM_FOREVER) {
+			pthread_cond_wait(&s->cond, &s->lock);
+		} else {
+			ts.tv_sec = (time_t)(deadline / 1000000u);
+			ts.tv_nsec = (long)(deadline % 1000000u) * 1000;
+			pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		}
+		return 0;
+	}
+	s->polling = true;
+	rc = stream_sleep(s, deadline);
+	stream_return_credits(s);
+	s->polling = false;
+	pthread_cond_broadcast(&s->cond);
+	return rc;
+}
