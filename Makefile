@@ -20,6 +20,8 @@
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
 PREFIX ?= /usr/local
+SYSCONFDIR ?= $(PREFIX)/etc
+MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 B ?= build
 V ?= 0
@@ -52,15 +54,22 @@ XSOCK_SOAK_SECONDS ?= 300
 FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 # What users run beside the library: xsock (launcher), xsock-stat, xsock-check
 BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
+# Their manual pages, from man/ (xsock.7 and xsock.1 take the knobs of
+# config/options.def).
+MAN := $(B)/man/xsock.1 $(B)/man/xsock.7 $(B)/man/xsock-stat.8 \
+	$(B)/man/xsock-check.8
 
 .SECONDARY:
 
 .PHONY: all check check-long check-tiers test check-deps check-unit check-bats check-softroce check-asan \
 	check-symbols fuzz fuzz-build check-fuzz soak \
-	debug asan install uninstall clean lint format bench-passthrough demo \
-	bench bench-smoke
+	debug asan install uninstall shipped clean lint format \
+	bench-passthrough demo bench bench-smoke
 
-all: $(B)/libxsock.so $(BIN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
+all: $(B)/libxsock.so $(BIN) $(MAN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
+
+# What make install ships: the library, the tools and their manual pages.
+shipped: $(B)/libxsock.so $(BIN) $(MAN)
 
 # The exported names come from the same list as the real-function table.
 $(B)/libxsock.map: core/real_syms.def
@@ -114,6 +123,30 @@ $(B)/bin/xsock: tools/xsock config/options.def
 	$(Q)knobs=$$(sed -n 's/^XS_OPT([a-z_]*, *XSOCK_\([A-Z_]*\),.*/\1/p' \
 		config/options.def | tr '\n' ' '); \
 	  sed "s/@KNOBS@/$$knobs/" $< > $@.tmp && chmod 0755 $@.tmp && mv $@.tmp $@
+
+# Manual pages: the install paths filled in; xsock.7 and xsock.1 also get
+# the knobs of config/options.def in place of their KNOBS marker line.
+MAN_SUBST = sed -e 's|@LIB@|$(PREFIX)/lib/libxsock.so|g' \
+	-e 's|@RULES@|$(SYSCONFDIR)/xsock.rules|g'
+
+$(B)/man/xsock.7: man/xsock.7.in man/gen-knobs config/options.def
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)man/gen-knobs config/options.def >$@.knobs
+	$(Q)$(MAN_SUBST) -e '/^\.\\" @KNOBS@$$/{r $@.knobs' -e 'd' -e '}' $< >$@.tmp
+	$(Q)rm -f $@.knobs && mv $@.tmp $@
+
+$(B)/man/xsock.1: man/xsock.1.in man/gen-knobs config/options.def
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)man/gen-knobs --launcher config/options.def >$@.knobs
+	$(Q)$(MAN_SUBST) -e '/^\.\\" @KNOBS@$$/{r $@.knobs' -e 'd' -e '}' $< >$@.tmp
+	$(Q)rm -f $@.knobs && mv $@.tmp $@
+
+$(B)/man/%.8: man/%.8
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)$(MAN_SUBST) $< >$@.tmp && mv $@.tmp $@
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c core/proto.c core/proto.h \
 		config/config.c config/rules.c config/xs_config.h config/options.def
@@ -233,19 +266,30 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 
 # --- install -------------------------------------------------------------------
-install: $(B)/libxsock.so $(BIN)
+# The launcher and xsock-check find the library at ../lib/libxsock.so
+# beside themselves: it goes to PREFIX/lib, the tools to PREFIX/bin.
+# SYSCONFDIR (PREFIX/etc) takes the example rules file.
+install: shipped
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(PREFIX)/etc $(DESTDIR)$(PREFIX)/share/doc/xsock
+		$(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(PREFIX)/share/doc/xsock \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(B)/libxsock.so $(DESTDIR)$(PREFIX)/lib/libxsock.so
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 config/xsock.rules $(DESTDIR)$(PREFIX)/etc/xsock.rules
+	install -m 0644 config/xsock.rules $(DESTDIR)$(SYSCONFDIR)/xsock.rules
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+	install -m 0644 $(filter %.1,$(MAN)) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(filter %.7,$(MAN)) $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 $(filter %.8,$(MAN)) $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libxsock.so \
 		$(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BIN))) \
-		$(DESTDIR)$(PREFIX)/etc/xsock.rules \
-		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+		$(DESTDIR)$(SYSCONFDIR)/xsock.rules \
+		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(filter %.1,$(MAN)))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(filter %.7,$(MAN)))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MAN))))
 
 # --- tooling ---------------------------------------------------------------
 # Every C source of the project: the library, its tools, the test and
