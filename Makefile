@@ -17,6 +17,8 @@
 #                 (300), every reply checked, BGSAVE every 30 s, with
 #                 redis-benchmark beside it, in Soft-RoCE topology two
 #                 (tests/softroce/soak.bats; not in make check)
+# make deb        the Debian packages libxsock and xsock-tools (debian/),
+#                 built with dpkg-buildpackage into build/deb/
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
 PREFIX ?= /usr/local
@@ -35,6 +37,12 @@ CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -U_FORTIFY_SOURCE -fPIC \
 	-fvisibility=hidden -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wmissing-prototypes $(WERROR) $(OPT) $(SAN) -MMD -MP
 LDLIBS_LIB := -ldl -lpthread -libverbs -lrdmacm
+# A distribution's flags (make deb: dpkg-buildflags' hardening) reach what
+# make install ships: the library and the tools. The library keeps
+# -U_FORTIFY_SOURCE after CPPFLAGS: it defines the names fortify wraps.
+CPPFLAGS ?=
+CFLAGS ?=
+LDFLAGS ?=
 
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard core/*.c) $(wildcard config/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
@@ -63,7 +71,7 @@ MAN := $(B)/man/xsock.1 $(B)/man/xsock.7 $(B)/man/xsock-stat.8 \
 
 .PHONY: all check check-long check-tiers test check-deps check-unit check-bats check-softroce check-asan \
 	check-symbols fuzz fuzz-build check-fuzz soak \
-	debug asan install uninstall shipped clean lint format \
+	debug asan install uninstall shipped deb clean lint format \
 	bench-passthrough demo bench bench-smoke
 
 all: $(B)/libxsock.so $(BIN) $(MAN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
@@ -80,13 +88,13 @@ $(B)/libxsock.map: core/real_syms.def
 
 $(B)/libxsock.so: $(LIB_OBJS) $(B)/libxsock.map
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(SAN) -o $@ $(LIB_OBJS) \
+	$(Q)$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $(LIB_OBJS) \
 		-Wl,--version-script=$(B)/libxsock.map -Wl,-z,defs $(LDLIBS_LIB)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS_BASE) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -c -o $@ $<
 
 $(B)/tools/%: tests/tools/%.c
 	@mkdir -p $(@D)
@@ -113,8 +121,9 @@ $(B)/tools/%: bench/tools/%.c
 $(B)/bin/%: tools/%.c core/xs_shm.h
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
-		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lm
+	$(Q)$(CC) $(CPPFLAGS) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) $(CFLAGS) $(LDFLAGS) \
+		-o $@ $< -lm
 
 # The launcher knows the knobs of config/options.def.
 $(B)/bin/xsock: tools/xsock config/options.def
@@ -203,6 +212,9 @@ check-tiers:
 	$(Q)rm -rf $(B)/test-logs && mkdir -p $(B)/test-logs
 	$(Q)date +%s.%N >$(B)/test-logs/start
 	$(Q)$(MAKE) --no-print-directory all
+	@# The packages, for the package tests of the bats and Soft-RoCE tiers:
+	@# a failed build fails those (make deb removes the old ones first).
+	-$(Q)$(MAKE) --no-print-directory deb
 	-$(Q)tests/run-tier $(B)/test-logs/static.tap tests/static-tier $(B)/obj
 	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
@@ -227,7 +239,7 @@ check-deps:
 check-unit: all
 	$(Q)tests/unit/run $(B)/unit
 
-check-bats: all
+check-bats: all deb
 	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		bats tests/bats
 
@@ -290,6 +302,29 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(filter %.1,$(MAN)))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(filter %.7,$(MAN)))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MAN))))
+
+# --- packages --------------------------------------------------------------
+# The Debian packages (debian/): dpkg-buildpackage in a copy of the tree
+# (the files git tracks or would track), $(DEB)/xsock-VERSION, removed
+# after, so that its clean and its products stay in $(DEB): the .debs
+# (and -dbgsym .ddebs), the source package, .buildinfo and .changes. Its
+# log is $(DEB)/build.log.
+DEB := $(B)/deb
+
+deb:
+	$(Q)rm -rf $(DEB) && mkdir -p $(DEB)
+	$(Q)v=$$(dpkg-parsechangelog -S Version) && src=$(DEB)/xsock-$$v && \
+	  mkdir -p $$src && \
+	  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard | \
+	      tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	  else tar --exclude=./build -cf - .; fi | tar -xf - -C $$src && \
+	  echo "  DEB     $(DEB)/ (dpkg-buildpackage, log in $(DEB)/build.log)" && \
+	  (cd $$src && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS \
+	    dpkg-buildpackage -us -uc) >$(DEB)/build.log 2>&1 || \
+	  { tail -n 40 $(DEB)/build.log; echo "deb: dpkg-buildpackage failed"; exit 1; }
+	$(Q)rm -rf $(DEB)/xsock-*/
+	$(Q)ls $(DEB)/*.deb
 
 # --- tooling ---------------------------------------------------------------
 # Every C source of the project: the library, its tools, the test and
