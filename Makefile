@@ -17,9 +17,13 @@
 #                 (300), every reply checked, BGSAVE every 30 s, with
 #                 redis-benchmark beside it, in Soft-RoCE topology two
 #                 (tests/softroce/soak.bats; not in make check)
+# make deb        the Debian packages libxsock and xsock-tools (debian/),
+#                 built with dpkg-buildpackage into build/deb/
 # Variants and tooling: debug, asan, lint, format, install, uninstall, clean.
 
 PREFIX ?= /usr/local
+SYSCONFDIR ?= $(PREFIX)/etc
+MANDIR ?= $(PREFIX)/share/man
 DESTDIR ?=
 B ?= build
 V ?= 0
@@ -33,6 +37,12 @@ CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -U_FORTIFY_SOURCE -fPIC \
 	-fvisibility=hidden -Wall -Wextra -Wshadow -Wformat=2 \
 	-Wmissing-prototypes $(WERROR) $(OPT) $(SAN) -MMD -MP
 LDLIBS_LIB := -ldl -lpthread -libverbs -lrdmacm
+# A distribution's flags (make deb: dpkg-buildflags' hardening) reach what
+# make install ships: the library and the tools. The library keeps
+# -U_FORTIFY_SOURCE after CPPFLAGS: it defines the names fortify wraps.
+CPPFLAGS ?=
+CFLAGS ?=
+LDFLAGS ?=
 
 LIB_SRCS := $(wildcard preload/*.c) $(wildcard core/*.c) $(wildcard config/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
@@ -52,15 +62,22 @@ XSOCK_SOAK_SECONDS ?= 300
 FUZZ := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 # What users run beside the library: xsock (launcher), xsock-stat, xsock-check
 BIN := $(B)/bin/xsock $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
+# Their manual pages, from man/ (xsock.7 and xsock.1 take the knobs of
+# config/options.def).
+MAN := $(B)/man/xsock.1 $(B)/man/xsock.7 $(B)/man/xsock-stat.8 \
+	$(B)/man/xsock-check.8
 
 .SECONDARY:
 
 .PHONY: all check check-long check-tiers test check-deps check-unit check-bats check-softroce check-asan \
 	check-symbols fuzz fuzz-build check-fuzz soak \
-	debug asan install uninstall clean lint format bench-passthrough demo \
-	bench bench-smoke
+	debug asan install uninstall shipped deb clean lint format \
+	bench-passthrough demo bench bench-smoke
 
-all: $(B)/libxsock.so $(BIN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
+all: $(B)/libxsock.so $(BIN) $(MAN) $(TOOLS) $(UNIT_TESTS) $(RDMA_TOOLS)
+
+# What make install ships: the library, the tools and their manual pages.
+shipped: $(B)/libxsock.so $(BIN) $(MAN)
 
 # The exported names come from the same list as the real-function table.
 $(B)/libxsock.map: core/real_syms.def
@@ -71,13 +88,13 @@ $(B)/libxsock.map: core/real_syms.def
 
 $(B)/libxsock.so: $(LIB_OBJS) $(B)/libxsock.map
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(SAN) -o $@ $(LIB_OBJS) \
+	$(Q)$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $(LIB_OBJS) \
 		-Wl,--version-script=$(B)/libxsock.map -Wl,-z,defs $(LDLIBS_LIB)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS_BASE) -c -o $@ $<
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS_BASE) $(CFLAGS) -c -o $@ $<
 
 $(B)/tools/%: tests/tools/%.c
 	@mkdir -p $(@D)
@@ -104,8 +121,9 @@ $(B)/tools/%: bench/tools/%.c
 $(B)/bin/%: tools/%.c core/xs_shm.h
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
-		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) -o $@ $< -lm
+	$(Q)$(CC) $(CPPFLAGS) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+		-Wmissing-prototypes $(WERROR) -O2 -g $(SAN) $(CFLAGS) $(LDFLAGS) \
+		-o $@ $< -lm
 
 # The launcher knows the knobs of config/options.def.
 $(B)/bin/xsock: tools/xsock config/options.def
@@ -114,6 +132,30 @@ $(B)/bin/xsock: tools/xsock config/options.def
 	$(Q)knobs=$$(sed -n 's/^XS_OPT([a-z_]*, *XSOCK_\([A-Z_]*\),.*/\1/p' \
 		config/options.def | tr '\n' ' '); \
 	  sed "s/@KNOBS@/$$knobs/" $< > $@.tmp && chmod 0755 $@.tmp && mv $@.tmp $@
+
+# Manual pages: the install paths filled in; xsock.7 and xsock.1 also get
+# the knobs of config/options.def in place of their KNOBS marker line.
+MAN_SUBST = sed -e 's|@LIB@|$(PREFIX)/lib/libxsock.so|g' \
+	-e 's|@RULES@|$(SYSCONFDIR)/xsock.rules|g'
+
+$(B)/man/xsock.7: man/xsock.7.in man/gen-knobs config/options.def
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)man/gen-knobs config/options.def >$@.knobs
+	$(Q)$(MAN_SUBST) -e '/^\.\\" @KNOBS@$$/{r $@.knobs' -e 'd' -e '}' $< >$@.tmp
+	$(Q)rm -f $@.knobs && mv $@.tmp $@
+
+$(B)/man/xsock.1: man/xsock.1.in man/gen-knobs config/options.def
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)man/gen-knobs --launcher config/options.def >$@.knobs
+	$(Q)$(MAN_SUBST) -e '/^\.\\" @KNOBS@$$/{r $@.knobs' -e 'd' -e '}' $< >$@.tmp
+	$(Q)rm -f $@.knobs && mv $@.tmp $@
+
+$(B)/man/%.8: man/%.8
+	@mkdir -p $(@D)
+	@echo "  GEN     $@"
+	$(Q)$(MAN_SUBST) $< >$@.tmp && mv $@.tmp $@
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c core/proto.c core/proto.h \
 		config/config.c config/rules.c config/xs_config.h config/options.def
@@ -169,6 +211,9 @@ check-tiers:
 	$(Q)rm -rf $(B)/test-logs && mkdir -p $(B)/test-logs
 	$(Q)date +%s.%N >$(B)/test-logs/start
 	$(Q)$(MAKE) --no-print-directory all
+	@# The packages, for the package tests of the bats and Soft-RoCE tiers:
+	@# a failed build fails those (make deb removes the old ones first).
+	-$(Q)$(MAKE) --no-print-directory deb
 	-$(Q)tests/run-tier $(B)/test-logs/static.tap tests/static-tier $(B)/obj
 	-$(Q)tests/run-tier $(B)/test-logs/unit.tap tests/unit/run $(B)/unit
 	-$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
@@ -193,7 +238,7 @@ check-deps:
 check-unit: all
 	$(Q)tests/unit/run $(B)/unit
 
-check-bats: all
+check-bats: all deb
 	$(Q)XSOCK_LIB=$(CURDIR)/$(B)/libxsock.so XSOCK_TOOLS=$(CURDIR)/$(B)/tools \
 		bats tests/bats
 
@@ -232,19 +277,53 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all
 
 # --- install -------------------------------------------------------------------
-install: $(B)/libxsock.so $(BIN)
+# The launcher and xsock-check find the library at ../lib/libxsock.so
+# beside themselves: it goes to PREFIX/lib, the tools to PREFIX/bin.
+# SYSCONFDIR (PREFIX/etc) takes the example rules file.
+install: shipped
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(PREFIX)/etc $(DESTDIR)$(PREFIX)/share/doc/xsock
+		$(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(PREFIX)/share/doc/xsock \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(B)/libxsock.so $(DESTDIR)$(PREFIX)/lib/libxsock.so
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 config/xsock.rules $(DESTDIR)$(PREFIX)/etc/xsock.rules
+	install -m 0644 config/xsock.rules $(DESTDIR)$(SYSCONFDIR)/xsock.rules
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+	install -m 0644 $(filter %.1,$(MAN)) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(filter %.7,$(MAN)) $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 $(filter %.8,$(MAN)) $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libxsock.so \
 		$(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BIN))) \
-		$(DESTDIR)$(PREFIX)/etc/xsock.rules \
-		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md
+		$(DESTDIR)$(SYSCONFDIR)/xsock.rules \
+		$(DESTDIR)$(PREFIX)/share/doc/xsock/README.md \
+		$(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(filter %.1,$(MAN)))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(filter %.7,$(MAN)))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MAN))))
+
+# --- packages --------------------------------------------------------------
+# The Debian packages (debian/): dpkg-buildpackage in a copy of the tree
+# (the files git tracks or would track), $(DEB)/xsock-VERSION, removed
+# after, so that its clean and its products stay in $(DEB): the .debs
+# (and -dbgsym .ddebs), the source package, .buildinfo and .changes. Its
+# log is $(DEB)/build.log.
+DEB := $(B)/deb
+
+deb:
+	$(Q)rm -rf $(DEB) && mkdir -p $(DEB)
+	$(Q)v=$$(dpkg-parsechangelog -S Version) && src=$(DEB)/xsock-$$v && \
+	  mkdir -p $$src && \
+	  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	    git ls-files -z --cached --others --exclude-standard | \
+	      tar --null -T - --ignore-failed-read -cf - 2>/dev/null; \
+	  else tar --exclude=./build -cf - .; fi | tar -xf - -C $$src && \
+	  echo "  DEB     $(DEB)/ (dpkg-buildpackage, log in $(DEB)/build.log)" && \
+	  (cd $$src && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS \
+	    dpkg-buildpackage -us -uc) >$(DEB)/build.log 2>&1 || \
+	  { tail -n 40 $(DEB)/build.log; echo "deb: dpkg-buildpackage failed"; exit 1; }
+	$(Q)rm -rf $(DEB)/xsock-*/
+	$(Q)ls $(DEB)/*.deb
 
 # --- tooling ---------------------------------------------------------------
 # Every C source of the project: the library, its tools, the test and
