@@ -845,7 +845,8 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 				 { wake, POLLIN, 0 } };
 	bool zero = ep_ts_zero(timeout);
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
-	uint64_t start = 0, spin_us = 0, total = 0, spun;
+	struct xs_spin_run run = { 0 };
+	uint64_t total = 0, spun;
 	bool starved, arm, slept = false, learn = false, looked = false;
 	unsigned int spin_looks = 0;
 	/* what is known not readable without asking: after a sleep, what
@@ -872,8 +873,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	 * reads no clock. A busy wait spins for the window its set learnt
 	 * (core/spin.c), and what it finds sizes the next. */
 	if (!ep->quiet && !zero && xs_wait_spin_cap_us()) {
-		start = xs_now_us();
-		spin_us = xs_spin_window_us(&ep->spin, start);
+		xs_spin_begin(&run, &ep->spin, timeout ? total : UINT64_MAX);
 		learn = true;
 	}
 	for (;;) {
@@ -895,12 +895,11 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		/* Past the spin, the look arms as it goes: what comes after
 		 * it makes a channel fd readable and ends the sleep. */
 		arm = !zero;
-		if (spin_us) {
-			spun = xs_now_us() - start;
-			if (spun < spin_us && (!timeout || spun < total)) {
+		if (run.window_us && !run.stopped) {
+			if (xs_spin_more(&run)) {
 				arm = false;
 			} else { /* the spin's time comes off the timeout */
-				spin_us = 0;
+				spun = xs_spin_stop(&run);
 				if (timeout)
 					ep_us_ts(spun < total ? total - spun
 							      : 0,
@@ -938,8 +937,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		}
 		if (n || zero) {
 			if (learn) /* how long the news took */
-				xs_spin_learn(&ep->spin, xs_now_us() - start,
-					      n > 0);
+				xs_spin_end(&run, n > 0);
 			ep_nest_after(epfd, ep, nx > 0);
 			if (n || slept)
 				ep->quiet = !n;
@@ -985,7 +983,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		 * that bypassed the channel fds (its poll drained them). */
 		if (k == 0 && !starved && xs_sock_news() == news) {
 			if (learn)
-				xs_spin_learn(&ep->spin, 0, false);
+				xs_spin_timed_out(&ep->spin);
 			ep_nest_after(epfd, ep, false);
 			ep->quiet = true;
 			return 0;

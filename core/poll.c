@@ -278,7 +278,8 @@ static int poll_wait(struct pollfd *fds, nfds_t n, struct xs_sock **socks,
 	size_t *back; /* real index -> fds index, or SIZE_MAX for channels */
 	short *krev;
 	bool *connecting, starved, moved = false, spun = false;
-	uint64_t start, spin_until;
+	struct xs_spin_run run = { 0 };
+	uint64_t now;
 	struct timespec ts;
 	nfds_t i, m;
 	int ready, rc, k, cfds[XS_POLL_FDS];
@@ -322,9 +323,14 @@ rebuild:
 			back[m++] = SIZE_MAX;
 		}
 	}
-	start = xs_now_us();
-	spin_until =
-		deadline ? start + xs_spin_window_us(&poll_spin, start) : 0;
+	/* a zero timeout neither spins nor learns */
+	if (deadline == POLL_FOREVER) {
+		xs_spin_begin(&run, &poll_spin, UINT64_MAX);
+	} else if (deadline) {
+		now = xs_now_us();
+		xs_spin_begin(&run, &poll_spin,
+			      deadline > now ? deadline - now : 0);
+	}
 	for (;;) {
 		/* the spin's looks poll the CQs, no system call */
 		ready = poll_collect(fds, n, socks, krev, &moved,
@@ -335,10 +341,11 @@ rebuild:
 		}
 		if (ready || deadline == 0)
 			break;
-		if (xs_now_us() < spin_until && xs_now_us() < deadline) {
+		if (xs_spin_more(&run)) {
 			spun = true;
 			continue;
 		}
+		xs_spin_stop(&run);
 		if (*wake == -2)
 			*wake = xs_wake_enter();
 		starved = false;
@@ -380,7 +387,7 @@ rebuild:
 		}
 	}
 	if (deadline && ready >= 0) /* how long the news took */
-		xs_spin_learn(&poll_spin, xs_now_us() - start, ready > 0);
+		xs_spin_end(&run, ready > 0);
 	/* Kernel entries not yet looked at this round: a final peek. */
 	if (ready >= 0 && m) {
 		for (i = 0; i < m; i++)

@@ -27,6 +27,11 @@
 #define SPIN_START_US 10u
 /* How often the runnable threads are counted (/proc/loadavg). */
 #define SPIN_CROWD_CHECK_US 100000u
+/* One spin in this many reads the clock at each look and measures what
+ * a look costs; the others count looks. */
+#define SPIN_TIME_EVERY 16u
+/* The look cost is averaged over about this many timed spins. */
+#define SPIN_LOOK_WEIGHT 4u
 
 static _Atomic uint64_t spin_crowd_next; /* when to count again */
 static _Atomic bool spin_crowded;	 /* the last count's verdict */
@@ -88,25 +93,35 @@ static bool spin_crowd_check(uint64_t now)
 	return crowded;
 }
 
-uint64_t xs_spin_window_us(struct xs_spin *sp, uint64_t now)
+/* Monotonic us from the coarse clock: the last tick's time, read from
+ * the vDSO whatever the clocksource (never a system call). */
+static uint64_t spin_coarse_us(void)
 {
-	const struct xs_config *cfg = xs_core_cfg();
-	uint32_t cap = cfg ? cfg->spin_us : 0, w;
+	struct timespec ts;
 
-	if (!cap)
-		return 0;
-	w = atomic_load_explicit(&sp->window_us, memory_order_relaxed);
-	if (w > cap)
-		w = cap;
-	if (!w || spin_crowd_check(now))
-		return 0;
-	return w;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-void xs_spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news)
+/* Monotonic ns (a system call where the clocksource has no vDSO). */
+static uint64_t spin_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t spin_cap_us(void)
 {
 	const struct xs_config *cfg = xs_core_cfg();
-	uint32_t cap = cfg ? cfg->spin_us : 0, w, nw;
+
+	return cfg ? cfg->spin_us : 0;
+}
+
+static void spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news)
+{
+	uint32_t cap = spin_cap_us(), w, nw;
 
 	if (!cap)
 		return;
@@ -119,4 +134,126 @@ void xs_spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news)
 		nw = w / 2;
 	atomic_store_explicit(&sp->window_us, nw < cap ? nw : cap,
 			      memory_order_relaxed);
+}
+
+/* A timed spin of @r measured its looks until @now_ns: fold their cost,
+ * without that of its clock reads, in (an average over about the last
+ * SPIN_LOOK_WEIGHT timed spins). */
+static void spin_measured(struct xs_spin_run *r, uint64_t now_ns)
+{
+	uint64_t ns, old, clocks = (uint64_t)r->reads * r->clock_ns;
+
+	if (!r->looks || now_ns < r->start_ns + clocks)
+		return;
+	ns = (now_ns - r->start_ns - clocks) / r->looks;
+	if (ns > UINT32_MAX)
+		ns = UINT32_MAX;
+	old = atomic_load_explicit(&r->sp->look_ns, memory_order_relaxed);
+	if (old)
+		ns = (old * (SPIN_LOOK_WEIGHT - 1) + ns) / SPIN_LOOK_WEIGHT;
+	atomic_store_explicit(&r->sp->look_ns, (uint32_t)(ns ? ns : 1),
+			      memory_order_relaxed);
+}
+
+uint64_t xs_spin_begin(struct xs_spin_run *r, struct xs_spin *sp,
+		       uint64_t limit_us)
+{
+	uint32_t cap = spin_cap_us(), w, look_ns, n;
+	uint64_t now;
+
+	*r = (struct xs_spin_run){ 0 };
+	if (!cap)
+		return 0; /* no spin, nothing to learn */
+	r->sp = sp;
+	w = atomic_load_explicit(&sp->window_us, memory_order_relaxed);
+	if (w > cap)
+		w = cap;
+	if (w > limit_us)
+		w = (uint32_t)limit_us;
+	if (spin_crowd_check(spin_coarse_us())) {
+		r->sp = NULL; /* no spin, and nothing learnt meanwhile */
+		return 0;
+	}
+	if (!w) {
+		/* no spin this time; the wait's length still sizes the
+		 * next window (a first wait grows it from 0) */
+		r->start_us = xs_now_us();
+		r->stopped = true;
+		return 0;
+	}
+	r->window_us = w;
+	look_ns = atomic_load_explicit(&sp->look_ns, memory_order_relaxed);
+	n = atomic_fetch_add_explicit(&sp->spins, 1, memory_order_relaxed);
+	r->timed = !look_ns || n % SPIN_TIME_EVERY == 0 ||
+		   limit_us < 2 * (uint64_t)w;
+	if (r->timed) {
+		/* two reads back to back: what one costs, taken off the
+		 * looks' measure */
+		r->start_ns = spin_now_ns();
+		now = spin_now_ns();
+		r->clock_ns = (uint32_t)(now - r->start_ns);
+		r->start_ns = now;
+	} else {
+		uint64_t looks = (uint64_t)w * 1000u / look_ns;
+
+		r->budget = looks < 1		 ? 1
+			    : looks > UINT32_MAX ? UINT32_MAX
+						 : (uint32_t)looks;
+	}
+	return w;
+}
+
+bool xs_spin_more(struct xs_spin_run *r)
+{
+	if (!r->window_us || r->stopped)
+		return false;
+	r->looks++;
+	if (!r->timed)
+		return r->looks <= r->budget;
+	r->reads++;
+	return spin_now_ns() - r->start_ns < r->window_us * 1000u;
+}
+
+uint64_t xs_spin_stop(struct xs_spin_run *r)
+{
+	uint64_t now, spent;
+
+	if (!r->window_us || r->stopped)
+		return 0;
+	if (r->timed) {
+		uint64_t now_ns = spin_now_ns();
+
+		spent = (now_ns - r->start_ns) / 1000u;
+		now = now_ns / 1000u; /* xs_now_us()'s clock */
+		spin_measured(r, now_ns);
+	} else {
+		spent = (uint64_t)r->looks *
+			atomic_load_explicit(&r->sp->look_ns,
+					     memory_order_relaxed) /
+			1000u;
+		now = xs_now_us();
+	}
+	r->start_us = now > spent ? now - spent : 0;
+	r->stopped = true;
+	return spent;
+}
+
+void xs_spin_end(struct xs_spin_run *r, bool news)
+{
+	uint64_t now;
+
+	if (!r->sp)
+		return;
+	if (!r->stopped) { /* news during the spin: the window holds */
+		if (r->timed)
+			spin_measured(r, spin_now_ns());
+		return;
+	}
+	now = xs_now_us();
+	spin_learn(r->sp, now > r->start_us ? now - r->start_us : 0, news);
+}
+
+void xs_spin_timed_out(struct xs_spin *sp)
+{
+	spin_learn(sp, 0, false);
 }

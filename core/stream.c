@@ -56,10 +56,15 @@ size_t xs_iov_total(const struct iovec *iov, int iovcnt)
 	return total;
 }
 
+/* The absolute deadline of a call that may wait @timeout_ms (-1: none;
+ * 0: none at all, a deadline already past, with no clock read: a
+ * non-blocking socket's every call). */
 uint64_t stream_deadline(int timeout_ms)
 {
 	if (timeout_ms < 0)
 		return STREAM_FOREVER;
+	if (timeout_ms == 0)
+		return 0;
 	return xs_now_us() + (uint64_t)timeout_ms * 1000u;
 }
 

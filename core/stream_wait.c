@@ -137,28 +137,34 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	/* Completions reaped by another thread while we spin or arm change
 	 * our caller's condition without waking us: the counter tells. */
 	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	uint64_t start = xs_now_us(), now, spin_until;
 	struct pollfd pfd[XS_STREAM_WAIT_FDS];
+	struct xs_spin_run run;
 	int n, nfds, err, wait_ms;
+	uint64_t now;
 
-	spin_until = start + xs_spin_window_us(&s->spin, start);
-	if (spin_until > deadline)
-		spin_until = deadline;
-	while ((now = xs_now_us()) < spin_until) {
+	if (deadline == STREAM_FOREVER) {
+		xs_spin_begin(&run, &s->spin, UINT64_MAX);
+	} else {
+		now = xs_now_us();
+		xs_spin_begin(&run, &s->spin,
+			      deadline > now ? deadline - now : 0);
+	}
+	while (xs_spin_more(&run)) {
 		if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
-			xs_spin_learn(&s->spin, now - start, true);
+			xs_spin_end(&run, true);
 			return 0;
 		}
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_lock(&s->lock);
 	}
+	xs_spin_stop(&run);
 	if (stream_arm(s)) {
 		stream_reset(s, "ibv_req_notify_cq failed");
 		return 0;
 	}
 	/* what completed before the arm, here or in another thread */
 	if (stream_poll_cq(s) || atomic_load(&s->gen) != gen) {
-		xs_spin_learn(&s->spin, xs_now_us() - start, true);
+		xs_spin_end(&run, true);
 		return 0;
 	}
 	if (deadline == STREAM_FOREVER) {
@@ -197,7 +203,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 		stream_unkick(s);
 	stream_poll_cq(s);
 	/* how long the news took, to size the next spin */
-	xs_spin_learn(&s->spin, xs_now_us() - start, n > 0);
+	xs_spin_end(&run, n > 0);
 	return 0;
 }
 

@@ -892,31 +892,85 @@ bool xs_sock_polled(struct xs_sock *s);
  */
 struct xs_spin {
 	_Atomic uint32_t window_us;
+	/* what one look of this waiter costs, in ns (a moving average of
+	 * timed spins); 0: not measured yet */
+	_Atomic uint32_t look_ns;
+	_Atomic uint32_t spins; /* spins begun: one in SPIN_TIME_EVERY timed */
+};
+
+/*
+ * One wait's spin. Most spins count their looks against a budget of
+ * window / look cost and read no clock (on a host whose clocksource has
+ * no vDSO, each read is a system call); one in SPIN_TIME_EVERY, and any
+ * spin before the look cost is known or whose wait has a timeout shorter
+ * than twice its window, reads the clock at each look and measures the
+ * look cost, less that of its clock reads, for the others.
+ */
+struct xs_spin_run {
+	struct xs_spin *sp;
+	uint64_t window_us; /* 0: no spin (or it ended) */
+	uint64_t start_us;  /* the wait's start, once stopped (xs_now_us()) */
+	uint64_t start_ns;  /* timed: the spin's start */
+	uint32_t clock_ns;  /* timed: what one clock read costs */
+	uint32_t reads;	    /* timed: clock reads during the looks */
+	uint32_t looks;	    /* looks taken */
+	uint32_t budget;    /* untimed: looks allowed */
+	bool timed;
+	bool stopped; /* the spin ran out: the wait went on to sleep */
 };
 
 /**
- * xs_spin_window_us() - how long the wait that starts now may spin
- * @sp:  the waiter's state
- * @now: xs_now_us() (monotonic us)
+ * xs_spin_begin() - start a wait's spin
+ * @r:        the wait's run (filled in)
+ * @sp:       the waiter's state
+ * @limit_us: the wait's timeout in us, UINT64_MAX for none
  *
- * Return: microseconds, at most XSOCK_SPIN_US; 0 while the machine has
+ * Return: the window in us (also r->window_us), 0 for no spin: a window
+ * of 0 (the clock is read, so that the wait's length sizes the next), or
  * more runnable threads than CPUs (counted in /proc/loadavg at most every
- * 100 ms: a read of it then). Context: any thread; never blocks.
+ * 100 ms by the coarse clock, which needs no system call; nothing is
+ * learnt then). Reads the clock otherwise only for a timed spin.
+ * Context: any thread; never blocks.
  */
-uint64_t xs_spin_window_us(struct xs_spin *sp, uint64_t now);
+uint64_t xs_spin_begin(struct xs_spin_run *r, struct xs_spin *sp,
+		       uint64_t limit_us);
 
 /**
- * xs_spin_learn() - what a wait that spun, or could have, found
- * @sp:        the waiter's state
- * @waited_us: from the wait's start to its end
- * @news:      it ended with news (not a timeout)
+ * xs_spin_more() - whether the spin may take another look (counted)
+ * @r: a run begun with a window
  *
- * News within the window keeps it; within XSOCK_SPIN_US, after it, the
- * window doubles (from 10 us); later or none, it halves (KVM's
- * halt-polling rule). Context: any thread; lock-free (racing learners
- * may lose an update, which the next wait makes up).
+ * Return: false once the window is spent. A timed spin reads the clock.
  */
-void xs_spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news);
+bool xs_spin_more(struct xs_spin_run *r);
+
+/**
+ * xs_spin_stop() - the spin ran out without news: the wait arms and sleeps
+ * @r: the run
+ *
+ * Return: the us the spin took (measured or, untimed, estimated from its
+ * looks), to come off the wait's timeout. Reads the clock once, so that
+ * xs_spin_end() can tell how long the sleep took.
+ */
+uint64_t xs_spin_stop(struct xs_spin_run *r);
+
+/**
+ * xs_spin_end() - what the wait found, to size the next window
+ * @r:    the run (one begun without a window learns nothing)
+ * @news: the wait ended with news, not a timeout
+ *
+ * News during the spin keeps the window (no clock read unless timed);
+ * news after it but within XSOCK_SPIN_US doubles it (from 10 us); later
+ * or none, it halves (KVM's halt-polling rule). Context: any thread;
+ * lock-free (racing learners may lose an update, which the next wait
+ * makes up).
+ */
+void xs_spin_end(struct xs_spin_run *r, bool news);
+
+/**
+ * xs_spin_timed_out() - the wait timed out with nothing: halve the window
+ * @sp: the waiter's state
+ */
+void xs_spin_timed_out(struct xs_spin *sp);
 
 /* xs_sock_poll_events() @how bits */
 /* drain only the fd at index @k of xs_sock_poll_fds() (seen readable) */
