@@ -893,8 +893,12 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 			}
 		}
 		/* Past the spin, the look arms as it goes: what comes after
-		 * it makes a channel fd readable and ends the sleep. */
-		arm = !zero;
+		 * it makes a channel fd readable and ends the sleep. A busy
+		 * set's first look does not arm: it polls the CQs, and news
+		 * found there costs no arm, nor the completion event an
+		 * armed CQ would raise later (two system calls on some
+		 * providers); arming is for a wait that goes on to sleep. */
+		arm = !zero && (looked || ep->quiet);
 		if (run.window_us && !run.stopped) {
 			if (xs_spin_more(&run)) {
 				arm = false;
