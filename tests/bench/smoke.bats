@@ -94,7 +94,7 @@ EOF
 	[[ $(rows redis xsock skipped) -ge 1 ]] || command -v memtier_benchmark >/dev/null
 }
 
-@test "bench-smoke: setup, cost and idle: connection rate, memory per connection and idle CPU under xsock" {
+@test "bench-smoke: setup, cost, idle and syscalls: connection rate, memory per connection, idle CPU and system calls per request under xsock" {
 	run xsock_matches_tcp setup
 	echo "$output"
 	((status == 0))
@@ -106,4 +106,10 @@ EOF
 	((status == 0))
 	# registered memory is counted for xsock (XSOCK_STATS "registered")
 	grep -q 'registered KiB per conn' "$BENCH_RAW/results.csv"
+	# the server's system calls per request, counted beside kernel TCP's
+	# (or a skipped row that says why perf could not count them)
+	if [[ $(rows syscalls xsock skipped) -eq 0 ]]; then
+		grep -q '^syscalls,.*,tcp,all per request,[0-9.]*[1-9][0-9.]*,calls,lower,ok' "$BENCH_RAW/results.csv"
+		grep -q '^syscalls,.*,xsock,all per request,[0-9.]*[1-9][0-9.]*,calls,lower,ok' "$BENCH_RAW/results.csv"
+	fi
 }
