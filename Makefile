@@ -91,6 +91,10 @@ $(B)/libxsock.so: $(LIB_OBJS) $(B)/libxsock.map
 	$(Q)$(CC) -shared $(SAN) $(LDFLAGS) -o $@ $(LIB_OBJS) \
 		-Wl,--version-script=$(B)/libxsock.map -Wl,-z,defs $(LDLIBS_LIB)
 
+# The rules file the library reads when XSOCK_RULES is unset.
+$(B)/obj/config/config.o: CPPFLAGS += \
+	-DXS_RULES_DEFAULT='"$(SYSCONFDIR)/xsock.rules"'
+
 $(B)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@echo "  CC      $<"

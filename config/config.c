@@ -11,8 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "xs_config.h"
+
+/* The installed rules file: PREFIX/etc/xsock.rules, or what the build's
+ * SYSCONFDIR says (the Debian package: /etc/xsock/xsock.rules). */
+#ifndef XS_RULES_DEFAULT
+#define XS_RULES_DEFAULT ""
+#endif
+const char *xs_cfg_rules_default = XS_RULES_DEFAULT;
 
 enum cfg_type {
 	CFG_UINT,
@@ -264,12 +272,18 @@ static int cfg_load(struct xs_config *cfg, xs_cfg_getenv_fn get, void *ctx,
 	for (i = 0; i < CFG_NR; i++)
 		env_val[i] = get(cfg_table[i].info.env, ctx);
 
-	/* The rules file first: its "set" lines rank below the environment. */
+	/* The rules file first: its "set" lines rank below the environment.
+	 * XSOCK_RULES unset (not empty): the installed file, if there is one. */
 	for (i = 0; i < CFG_NR; i++) {
-		if (cfg_table[i].offset == offsetof(struct xs_config, rules) &&
-		    env_val[i] &&
-		    cfg_apply(cfg, &cfg_table[i], env_val[i], &why)) {
-			cfg_quote(shown, sizeof(shown), env_val[i]);
+		const char *path = env_val[i];
+
+		if (cfg_table[i].offset != offsetof(struct xs_config, rules))
+			continue;
+		if (!path && xs_cfg_rules_default && xs_cfg_rules_default[0] &&
+		    access(xs_cfg_rules_default, F_OK) == 0)
+			path = xs_cfg_rules_default;
+		if (path && cfg_apply(cfg, &cfg_table[i], path, &why)) {
+			cfg_quote(shown, sizeof(shown), path);
 			snprintf(err, errlen, "%s: invalid value \"%s\": %s",
 				 cfg_table[i].info.env, shown, why);
 			return -EINVAL;

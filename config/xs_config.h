@@ -119,6 +119,13 @@ struct xs_opt_info {
  */
 typedef const char *(*xs_cfg_getenv_fn)(const char *name, void *ctx);
 
+/*
+ * The rules file xs_cfg_load() reads when XSOCK_RULES is unset and the file
+ * exists (set empty, XSOCK_RULES reads none): SYSCONFDIR/xsock.rules of the
+ * build, "" for none. A variable so that tests can point it elsewhere.
+ */
+extern const char *xs_cfg_rules_default;
+
 /**
  * xs_cfg_load() - build the configuration from defaults, rules file and env
  * @cfg:    filled on success; on failure left in the all-default state

@@ -63,6 +63,9 @@ files() {
 	[[ $(cat "$T/conffiles") == /etc/xsock/xsock.rules ]]
 	cmp <(dpkg-deb --fsys-tarfile "$LIBDEB" | tar -xOf - ./etc/xsock/xsock.rules) \
 		"$XSOCK_ROOT/config/xsock.rules"
+	# the packaged library reads that conffile when XSOCK_RULES is unset
+	dpkg-deb --fsys-tarfile "$LIBDEB" | tar -xOf - ./usr/lib/xsock/libxsock.so |
+		strings | grep -qx /etc/xsock/xsock.rules
 
 	run files "$TOOLSDEB"
 	echo "$output"

@@ -95,11 +95,24 @@ file_teardown()
 	run env -u XSOCK_LIB /usr/bin/xsock run -- sh -c 'echo "$LD_PRELOAD"'
 	[[ $status == 0 && $(readlink -f "$output") == /usr/lib/xsock/libxsock.so ]]
 
-	# redis-server under the packaged launcher, with the example rules
-	# file (it keeps ports 22 and 53 on kernel TCP, redis's goes on)
+	# the installed rules file applies with XSOCK_RULES unset: a connect
+	# to port 22 stays on kernel TCP by its first rule
 	rm -f "$XS_RUN_DIR"/pkg-*.stats
-	remote_bg pkg-server env -u XSOCK_LIB /usr/bin/xsock run \
-		--stats "$XS_RUN_DIR/pkg-server.stats" --rules /etc/xsock/xsock.rules -- \
+	run env -u XSOCK_LIB -u XSOCK_RULES /usr/bin/xsock run \
+		--stats "$XS_RUN_DIR/pkg-rule.stats" -- python3 -c "import socket
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect(('$XS_ADDR_A', 22))
+except OSError:
+    pass"
+	cat "$XS_RUN_DIR/pkg-rule.stats"
+	[[ $status == 0 && $(stat pkg-rule rule) == 1 ]]
+
+	# redis-server under the packaged launcher, with the installed rules
+	# file (it keeps ports 22 and 53 on kernel TCP, redis's goes on)
+	remote_bg pkg-server env -u XSOCK_LIB -u XSOCK_RULES /usr/bin/xsock run \
+		--stats "$XS_RUN_DIR/pkg-server.stats" -- \
 		redis-server --bind "$XS_ADDR_A" --port "$port" --save '' \
 		--appendonly no --protected-mode no
 	server_ready pkg-server rdma

@@ -31,6 +31,9 @@ static const char *fake_get(const char *name, void *ctx)
 
 static struct xs_config cfg;
 static char err[XS_CFG_ERR_MAX];
+/* What load() takes for the installed rules file: none unless a test says
+ * so, whatever this machine has installed. */
+static const char *installed_rules = "";
 
 /* The end of load()'s list: a null pointer of the arguments' own type, not
  * a bare NULL, which may be an int in a variadic call. */
@@ -52,6 +55,7 @@ static int load(const char *first, ...)
 	va_end(ap);
 	err[0] = '\0';
 	xs_cfg_fini(&cfg);
+	xs_cfg_rules_default = installed_rules;
 	return xs_cfg_load(&cfg, fake_get, &e, err, sizeof(err));
 }
 
@@ -204,6 +208,35 @@ XT_TEST(mode_stats_device)
 		name[64] = '\0';
 		expect_invalid("XSOCK_DEVICE", name, "too long");
 	}
+}
+
+XT_TEST(installed_rules_file_read_when_rules_unset)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "%s",
+		 rules_file("tcp * * *:22\nset XSOCK_SPIN_US 7\n"));
+	installed_rules = path;
+	XT_ASSERT_EQ(load(NULL), 0);
+	XT_ASSERT_STREQ(cfg.rules, path);
+	XT_ASSERT_EQ(cfg.rule_set.nr_rules, 1);
+	XT_ASSERT_EQ(cfg.spin_us, 7);
+	/* XSOCK_RULES set empty: no rules file at all */
+	XT_ASSERT_EQ(load("XSOCK_RULES", "", LOAD_END), 0);
+	XT_ASSERT_STREQ(cfg.rules, "");
+	XT_ASSERT_EQ(cfg.rule_set.nr_rules, 0);
+	XT_ASSERT_EQ(cfg.spin_us, 1000);
+	/* XSOCK_RULES set: that file, not the installed one */
+	XT_ASSERT_EQ(load("XSOCK_RULES", "/nonexistent/other.rules", LOAD_END),
+		     -ENOENT);
+	XT_ASSERT_CONTAINS(err, "/nonexistent/other.rules");
+	/* none installed: no rules, and no error */
+	installed_rules = "/nonexistent/xsock.rules";
+	XT_ASSERT_EQ(load(NULL), 0);
+	XT_ASSERT_STREQ(cfg.rules, "");
+	XT_ASSERT_EQ(cfg.rule_set.nr_rules, 0);
+	unlink(path);
+	installed_rules = "";
 }
 
 XT_TEST(rules_file_sets_and_env_precedence)
