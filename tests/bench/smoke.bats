@@ -77,6 +77,13 @@ EOF
 	[[ $(rows latency tcp ok) -ge 4 ]]
 }
 
+@test "bench-smoke: rr: sock_rr under xsock over RDMA beside kernel TCP, and verbs_rr for the fabric" {
+	run xsock_matches_tcp rr
+	echo "$output"
+	((status == 0))
+	[[ $(rows rr verbs ok) -ge 3 ]] # rate, p50, p99 at 1 connection
+}
+
 @test "bench-smoke: bulk: iperf3 and sockperf throughput under xsock over RDMA, next to kernel TCP and ib_read_bw" {
 	command -v iperf3 >/dev/null || skip "iperf3 not installed"
 	run xsock_matches_tcp bulk
