@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "samples.h"
 
 #define CONNRATE_BACKLOG      4096
@@ -89,46 +90,6 @@ static void __attribute__((noreturn)) usage(const char *why)
 /* ----------------------------------------------------------------------
  * Arguments, limits, signals, /proc
  */
-
-static struct sockaddr_in addr_parse(const char *ip, const char *port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	unsigned long p;
-	char *end;
-
-	errno = 0;
-	p = strtoul(port, &end, 10);
-	if (errno || end == port || *end || p > 65535 || *port == '-')
-		usage("PORT must be a number from 0 to 65535");
-	sin.sin_port = htons((uint16_t)p);
-	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1) {
-		errno = EINVAL;
-		die("inet_pton %s", ip);
-	}
-	return sin;
-}
-
-/* A count from 0 to @max, else bad usage. */
-static long count_parse(const char *s, long max, const char *why)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 0 || v > max)
-		usage(why);
-	return v;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-		die("clock_gettime");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Raise the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
 static rlim_t nofile_raise(void)
@@ -577,17 +538,17 @@ static int do_rate(const char *ip, const char *port, const char *secs)
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
 		die("signal SIGPIPE");
 
-	start = now_ns();
+	start = args_now_ns();
 	end = start + (uint64_t)(seconds * 1e9);
 	/* at least one connection, so the percentiles always exist */
 	for (;;) {
-		t0 = now_ns();
+		t0 = args_now_ns();
 		if (t0 >= end && s.nr)
 			break;
 		fd = dial_echo(&sin, &call);
 		if (fd < 0)
 			die("%s", call);
-		t1 = now_ns();
+		t1 = args_now_ns();
 		if (close(fd) < 0)
 			die("close");
 		if (samples_add(&s, t1 - t0))
@@ -651,7 +612,7 @@ static int stop_pending(void)
 static int do_hold(const char *ip, const char *port, const char *count)
 {
 	struct sockaddr_in sin = addr_parse(ip, port);
-	long n = count_parse(count, 1L << 30, "N must be a count from 0"), i;
+	long n = count_parse(count, 0, 1L << 30, "N must be a count from 0"), i;
 	const char *call;
 	sigset_t wait_mask;
 	int *fds, have_stdin;

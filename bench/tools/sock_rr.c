@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "samples.h"
 
 #define RR_MAX_SIZE  65536
@@ -44,22 +45,6 @@ struct rr_conn {
 };
 
 static volatile sig_atomic_t stop_signal;
-
-/* Print "sock_rr: <what>[: <strerror(err)>]" on stderr and exit 1. */
-static void __attribute__((noreturn, format(printf, 2, 3)))
-die(int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("sock_rr: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	if (err)
-		fprintf(stderr, ": %s", strerror(err));
-	fputc('\n', stderr);
-	exit(1);
-}
 
 static void __attribute__((noreturn)) usage(const char *why)
 {
@@ -77,43 +62,6 @@ static void __attribute__((noreturn)) usage(const char *why)
 	exit(2);
 }
 
-static struct sockaddr_in addr_parse(const char *ip, const char *port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	unsigned long p;
-	char *end;
-
-	errno = 0;
-	p = strtoul(port, &end, 10);
-	if (errno || end == port || *end || p > 65535 || *port == '-')
-		usage("PORT must be a number from 0 to 65535");
-	sin.sin_port = htons((uint16_t)p);
-	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
-		usage("ADDR must be an IPv4 address");
-	return sin;
-}
-
-static long count_parse(const char *s, long min, long max, const char *why)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		usage(why);
-	return v;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-		die(errno, "clock_gettime");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void on_stop(int sig)
 {
 	stop_signal = sig;
@@ -124,7 +72,7 @@ static void nodelay(int fd)
 	int one = 1;
 
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-		die(errno, "setsockopt(TCP_NODELAY)");
+		die_err(errno, "setsockopt(TCP_NODELAY)");
 }
 
 /* Write all @n bytes of @buf to @fd (blocking socket). */
@@ -137,7 +85,7 @@ static void write_all(int fd, const char *buf, size_t n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			die(k < 0 ? errno : 0, "write");
+			die_err(k < 0 ? errno : 0, "write");
 		buf += k;
 		n -= (size_t)k;
 	}
@@ -157,18 +105,18 @@ static int do_server(const char *ip, const char *port)
 	signal(SIGPIPE, SIG_IGN);
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0)
-		die(errno, "socket");
+		die_err(errno, "socket");
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-		die(errno, "bind %s:%s", ip, port);
+		die_err(errno, "bind %s:%s", ip, port);
 	if (listen(lfd, 1024) < 0)
-		die(errno, "listen");
+		die_err(errno, "listen");
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
-		die(errno, "epoll_create1");
+		die_err(errno, "epoll_create1");
 	ev = (struct epoll_event){ .events = EPOLLIN, .data.fd = lfd };
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0)
-		die(errno, "epoll_ctl");
+		die_err(errno, "epoll_ctl");
 	printf("sock_rr listening %s %s\n", ip, port);
 	fflush(stdout);
 	while (!stop_signal) {
@@ -176,7 +124,7 @@ static int do_server(const char *ip, const char *port)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			die(errno, "epoll_wait");
+			die_err(errno, "epoll_wait");
 		for (i = 0; i < n; i++) {
 			fd = evs[i].data.fd;
 			if (fd == lfd) {
@@ -187,7 +135,7 @@ static int do_server(const char *ip, const char *port)
 				ev = (struct epoll_event){ .events = EPOLLIN,
 							   .data.fd = fd };
 				if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-					die(errno, "epoll_ctl");
+					die_err(errno, "epoll_ctl");
 				continue;
 			}
 			k = read(fd, buf, sizeof(buf));
@@ -218,29 +166,29 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 	ssize_t k;
 
 	if (!c)
-		die(ENOMEM, "calloc");
+		die_err(ENOMEM, "calloc");
 	signal(SIGPIPE, SIG_IGN);
 	memset(req, 'r', sizeof(req));
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	if (ep < 0)
-		die(errno, "epoll_create1");
+		die_err(errno, "epoll_create1");
 	for (j = 0; j < conns; j++) {
 		c[j].fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (c[j].fd < 0)
-			die(errno, "socket");
+			die_err(errno, "socket");
 		if (connect(c[j].fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-			die(errno, "connect %s:%s", ip, port);
+			die_err(errno, "connect %s:%s", ip, port);
 		nodelay(c[j].fd);
 		ev = (struct epoll_event){ .events = EPOLLIN,
 					   .data.u64 = (uint64_t)j };
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, c[j].fd, &ev) < 0)
-			die(errno, "epoll_ctl");
+			die_err(errno, "epoll_ctl");
 	}
-	start = now_ns();
+	start = args_now_ns();
 	measure_from = start + RR_WARMUP_NS;
 	end = measure_from + (uint64_t)seconds * 1000000000u;
 	for (j = 0; j < conns; j++) {
-		c[j].sent_ns = now_ns();
+		c[j].sent_ns = args_now_ns();
 		write_all(c[j].fd, req, (size_t)size);
 	}
 	for (t = start; t < end;) {
@@ -248,8 +196,8 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			die(errno, "epoll_wait");
-		t = now_ns();
+			die_err(errno, "epoll_wait");
+		t = args_now_ns();
 		for (i = 0; i < n; i++) {
 			struct rr_conn *cc = &c[evs[i].data.u64];
 
@@ -257,20 +205,20 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 			if (k < 0 && (errno == EINTR || errno == EAGAIN))
 				continue;
 			if (k < 0)
-				die(errno, "read");
+				die_err(errno, "read");
 			if (k == 0)
-				die(0,
-				    "read: the server closed the connection");
+				die_err(0, "read: the server closed the "
+					   "connection");
 			cc->got += (uint32_t)k;
 			if (cc->got < (uint32_t)size)
 				continue;
 			if (cc->sent_ns >= measure_from && t < end) {
 				if (samples_add(&rtt, t - cc->sent_ns))
-					die(ENOMEM, "samples");
+					die_err(ENOMEM, "samples");
 				done++;
 			}
 			cc->got = 0;
-			cc->sent_ns = now_ns();
+			cc->sent_ns = args_now_ns();
 			write_all(cc->fd, req, (size_t)size);
 		}
 	}

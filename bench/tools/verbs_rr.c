@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "args.h"
 #include "samples.h"
 
 #define VERBS_RR_MAGIC	      0x56525231u /* "VRR1", opens the client's hello */
@@ -139,25 +140,6 @@ struct fabric {
 /* the signal that asked the server to stop (SIGTERM, SIGINT), 0 while none */
 static volatile sig_atomic_t stop_signal;
 
-/*
- * Print "verbs_rr: <what>[: <strerror(err)>]" on stderr and exit 1.
- * @err is a positive errno, or 0 when the message says it all.
- */
-static void __attribute__((noreturn, format(printf, 2, 3)))
-die(int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("verbs_rr: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	if (err)
-		fprintf(stderr, ": %s", strerror(err));
-	fputc('\n', stderr);
-	exit(1);
-}
-
 static void __attribute__((noreturn)) usage(const char *why)
 {
 	if (why)
@@ -181,44 +163,6 @@ static void __attribute__((noreturn)) usage(const char *why)
 /* ----------------------------------------------------------------------
  * Arguments, clock, samples
  */
-
-static struct sockaddr_in addr_parse(const char *ip, const char *port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	unsigned long p;
-	char *end;
-
-	errno = 0;
-	p = strtoul(port, &end, 10);
-	if (errno || end == port || *end || p > 65535 || *port == '-')
-		usage("PORT must be a number from 0 to 65535");
-	sin.sin_port = htons((uint16_t)p);
-	if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
-		usage("ADDR must be an IPv4 address");
-	return sin;
-}
-
-/* A count from @min to @max, else bad usage. */
-static long count_parse(const char *s, long min, long max, const char *why)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		usage(why);
-	return v;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-		die(errno, "clock_gettime");
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* One-way latency in us: the round trip's percentile @p, halved. */
 static double samples_oneway_us(const struct samples *s, double p)
@@ -245,18 +189,18 @@ static void fabric_open(struct fabric *f, struct ibv_context *verbs, int cqe)
 
 	rc = ibv_query_device(verbs, &attr); /* verbs: +errno */
 	if (rc)
-		die(rc, "ibv_query_device");
+		die_err(rc, "ibv_query_device");
 	f->max_cqe = attr.max_cqe;
 	if (cqe > f->max_cqe)
-		die(0, "%d CQ entries needed, the device has at most %d", cqe,
-		    f->max_cqe);
+		die_err(0, "%d CQ entries needed, the device has at most %d",
+			cqe, f->max_cqe);
 	f->verbs = verbs;
 	f->pd = ibv_alloc_pd(verbs);
 	if (!f->pd)
-		die(errno, "ibv_alloc_pd");
+		die_err(errno, "ibv_alloc_pd");
 	f->cq = ibv_create_cq(verbs, cqe, NULL, NULL, 0);
 	if (!f->cq)
-		die(errno, "ibv_create_cq %d entries", cqe);
+		die_err(errno, "ibv_create_cq %d entries", cqe);
 }
 
 /* Tear down what fabric_open() made; no QP may use it any more. */
@@ -281,14 +225,14 @@ static uint32_t fabric_slot(struct fabric *f)
 			return i;
 	nr = f->nr_slots ? 2 * f->nr_slots : 64;
 	if (nr > WRID_SLOT_MASK + 1)
-		die(0, "more than %llu connections", WRID_SLOT_MASK + 1);
+		die_err(0, "more than %llu connections", WRID_SLOT_MASK + 1);
 	p = realloc(f->conns, nr * sizeof(*f->conns));
 	if (!p)
-		die(ENOMEM, "realloc");
+		die_err(ENOMEM, "realloc");
 	f->conns = p;
 	p = realloc(f->gens, nr * sizeof(*f->gens));
 	if (!p)
-		die(ENOMEM, "realloc");
+		die_err(ENOMEM, "realloc");
 	f->gens = p;
 	for (i = f->nr_slots; i < nr; i++) {
 		f->conns[i] = NULL;
@@ -552,7 +496,7 @@ static void signals_setup(void)
 
 	if (sigemptyset(&sa.sa_mask) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
 	    sigaction(SIGINT, &sa, NULL) < 0)
-		die(errno, "sigaction");
+		die_err(errno, "sigaction");
 }
 
 /*
@@ -674,13 +618,13 @@ static void server_cm_drain(struct fabric *f)
 				conn_destroy(f, c);
 			break;
 		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			die(0, "the RDMA device went away");
+			die_err(0, "the RDMA device went away");
 		default: /* ESTABLISHED, TIMEWAIT_EXIT, ADDR_CHANGE */
 			break;
 		}
 	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-		die(errno, "rdma_get_cm_event");
+		die_err(errno, "rdma_get_cm_event");
 }
 
 /*
@@ -736,20 +680,20 @@ static int do_server(const char *ip, const char *port)
 	signals_setup();
 	f.ch = rdma_create_event_channel();
 	if (!f.ch)
-		die(errno, "rdma_create_event_channel");
+		die_err(errno, "rdma_create_event_channel");
 	flags = fcntl(f.ch->fd, F_GETFL);
 	if (flags < 0 || fcntl(f.ch->fd, F_SETFL, flags | O_NONBLOCK) < 0)
-		die(errno, "fcntl O_NONBLOCK");
+		die_err(errno, "fcntl O_NONBLOCK");
 	if (rdma_create_id(f.ch, &listen_id, NULL, RDMA_PS_TCP))
-		die(errno, "rdma_create_id");
+		die_err(errno, "rdma_create_id");
 	if (rdma_bind_addr(listen_id, (struct sockaddr *)&sin))
-		die(errno, "rdma_bind_addr %s:%s", ip, port);
+		die_err(errno, "rdma_bind_addr %s:%s", ip, port);
 	if (rdma_listen(listen_id, VERBS_RR_BACKLOG))
-		die(errno, "rdma_listen %s:%s", ip, port);
+		die_err(errno, "rdma_listen %s:%s", ip, port);
 	if (printf("verbs_rr listening %s %u\n", ip,
 		   ntohs(rdma_get_src_port(listen_id))) < 0 ||
 	    fflush(stdout) != 0)
-		die(errno, "stdout");
+		die_err(errno, "stdout");
 
 	pfd.fd = f.ch->fd;
 	pfd.events = POLLIN;
@@ -758,13 +702,13 @@ static int do_server(const char *ip, const char *port)
 			/* nothing to poll: wait for a connect request */
 			if (poll(&pfd, 1, VERBS_RR_IDLE_WAIT_MS) < 0 &&
 			    errno != EINTR)
-				die(errno, "poll");
+				die_err(errno, "poll");
 			server_cm_drain(&f);
 			continue;
 		}
 		n = ibv_poll_cq(f.cq, VERBS_RR_POLL_BATCH, wcs);
 		if (n < 0)
-			die(0, "ibv_poll_cq failed (%d)", n);
+			die_err(0, "ibv_poll_cq failed (%d)", n);
 		for (i = 0; i < n; i++)
 			server_wc(&f, &wcs[i]);
 		if (++spins % VERBS_RR_CM_EVERY == 0)
@@ -777,7 +721,7 @@ static int do_server(const char *ip, const char *port)
 			conn_destroy(&f, f.conns[i]);
 		}
 	if (rdma_destroy_id(listen_id))
-		die(errno, "rdma_destroy_id");
+		die_err(errno, "rdma_destroy_id");
 	fabric_close(&f);
 	rdma_destroy_event_channel(f.ch);
 	return 0;
@@ -813,19 +757,19 @@ static void cm_wait(struct rdma_event_channel *ch, struct rdma_cm_id *id,
 		n = poll(&pfd, 1, VERBS_RR_CM_WAIT_MS);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		die(errno, "%s: poll", what);
+		die_err(errno, "%s: poll", what);
 	if (n == 0)
-		die(ETIMEDOUT, "%s: no %s within %d ms", what,
-		    rdma_event_str(want), VERBS_RR_CM_WAIT_MS);
+		die_err(ETIMEDOUT, "%s: no %s within %d ms", what,
+			rdma_event_str(want), VERBS_RR_CM_WAIT_MS);
 	if (rdma_get_cm_event(ch, &ev))
-		die(errno, "%s: rdma_get_cm_event", what);
+		die_err(errno, "%s: rdma_get_cm_event", what);
 	if (ev->event == want && ev->id == id && !ev->status) {
 		rdma_ack_cm_event(ev);
 		return;
 	}
 	cm_event_why(ev, why, sizeof(why));
 	rdma_ack_cm_event(ev);
-	die(0, "%s: %s", what, why);
+	die_err(0, "%s: %s", what, why);
 }
 
 /* Connection @i of @n to @dst: resolved, its QP made, established. */
@@ -849,29 +793,30 @@ client_connect(struct client *cl, const struct sockaddr_in *dst, long i, long n)
 	struct conn *c;
 
 	if (!inet_ntop(AF_INET, &dst->sin_addr, ip, sizeof(ip)))
-		die(errno, "inet_ntop");
+		die_err(errno, "inet_ntop");
 	snprintf(what, sizeof(what), "%s:%u (connection %ld of %ld)", ip,
 		 ntohs(dst->sin_port), i + 1, n);
 	if (rdma_create_id(f->ch, &id, NULL, RDMA_PS_TCP))
-		die(errno, "%s: rdma_create_id", what);
+		die_err(errno, "%s: rdma_create_id", what);
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)dst,
 			      VERBS_RR_RESOLVE_MS))
-		die(errno, "%s: rdma_resolve_addr", what);
+		die_err(errno, "%s: rdma_resolve_addr", what);
 	cm_wait(f->ch, id, RDMA_CM_EVENT_ADDR_RESOLVED, what);
 	if (rdma_resolve_route(id, VERBS_RR_RESOLVE_MS))
-		die(errno, "%s: rdma_resolve_route", what);
+		die_err(errno, "%s: rdma_resolve_route", what);
 	cm_wait(f->ch, id, RDMA_CM_EVENT_ROUTE_RESOLVED, what);
 
 	if (!f->verbs)
 		fabric_open(f, id->verbs, (int)n * VERBS_RR_QP_CQES);
 	if (id->verbs != f->verbs)
-		die(0, "%s: resolved to a second device (one CQ serves one)",
-		    what);
+		die_err(0,
+			"%s: resolved to a second device (one CQ serves one)",
+			what);
 	c = conn_create(f, id, cl->size, &call);
 	if (!c)
-		die(errno, "%s: %s", what, call);
+		die_err(errno, "%s: %s", what, call);
 	if (rdma_connect(id, &param))
-		die(errno, "%s: rdma_connect", what);
+		die_err(errno, "%s: rdma_connect", what);
 	cm_wait(f->ch, id, RDMA_CM_EVENT_ESTABLISHED, what);
 	return c;
 }
@@ -888,32 +833,33 @@ static void client_wc(struct client *cl, const struct ibv_wc *wc)
 	int rc;
 
 	if (!c)
-		die(0, "a completion of no connection (wr_id %#llx)",
-		    (unsigned long long)wc->wr_id);
+		die_err(0, "a completion of no connection (wr_id %#llx)",
+			(unsigned long long)wc->wr_id);
 	if (wc->status != IBV_WC_SUCCESS)
-		die(0, "connection %u: %s completion: %s", c->slot + 1,
-		    wc->wr_id & WRID_SEND ? "send" : "receive",
-		    ibv_wc_status_str(wc->status));
+		die_err(0, "connection %u: %s completion: %s", c->slot + 1,
+			wc->wr_id & WRID_SEND ? "send" : "receive",
+			ibv_wc_status_str(wc->status));
 	if (wc->wr_id & WRID_SEND) {
 		if (c->owed)
-			c->sent_ns = now_ns();
+			c->sent_ns = args_now_ns();
 		rc = conn_send_done(c); /* verbs: +errno */
 		if (rc)
-			die(rc, "connection %u: ibv_post_send", c->slot + 1);
+			die_err(rc, "connection %u: ibv_post_send",
+				c->slot + 1);
 		return;
 	}
 
-	now = now_ns();
+	now = args_now_ns();
 	cl->last_ns = now;
 	if (wc->byte_len != cl->size)
-		die(0, "connection %u: a response of %u bytes, not %u",
-		    c->slot + 1, wc->byte_len, cl->size);
+		die_err(0, "connection %u: a response of %u bytes, not %u",
+			c->slot + 1, wc->byte_len, cl->size);
 	if (now >= cl->t_start && now < cl->t_end)
 		if (samples_add(&cl->s, now - c->sent_ns))
-			die(ENOMEM, "realloc %zu samples", cl->s.nr);
+			die_err(ENOMEM, "realloc %zu samples", cl->s.nr);
 	rc = conn_post_recv(c, wrid_buf(wc->wr_id)); /* verbs: +errno */
 	if (rc)
-		die(rc, "connection %u: ibv_post_recv", c->slot + 1);
+		die_err(rc, "connection %u: ibv_post_recv", c->slot + 1);
 	if (now >= cl->t_end) {
 		cl->nr_active--;
 		return;
@@ -921,7 +867,7 @@ static void client_wc(struct client *cl, const struct ibv_wc *wc)
 	c->sent_ns = now;
 	rc = conn_send_or_owe(c, cl->size);
 	if (rc)
-		die(rc, "connection %u: ibv_post_send", c->slot + 1);
+		die_err(rc, "connection %u: ibv_post_send", c->slot + 1);
 }
 
 /* Between polls: no completion for too long, or a CM event, is fatal. */
@@ -933,17 +879,17 @@ static void client_check(struct client *cl, uint64_t now)
 	long slot = -1;
 
 	if (now - cl->last_ns > VERBS_RR_STALL_NS)
-		die(ETIMEDOUT, "no response for %llu s on %u connections",
-		    VERBS_RR_STALL_NS / 1000000000ull, cl->nr_active);
+		die_err(ETIMEDOUT, "no response for %llu s on %u connections",
+			VERBS_RR_STALL_NS / 1000000000ull, cl->nr_active);
 	if (poll(&pfd, 1, 0) <= 0)
 		return;
 	if (rdma_get_cm_event(cl->f.ch, &ev))
-		die(errno, "rdma_get_cm_event");
+		die_err(errno, "rdma_get_cm_event");
 	if (ev->id && ev->id->context)
 		slot = ((struct conn *)ev->id->context)->slot;
 	cm_event_why(ev, why, sizeof(why));
 	rdma_ack_cm_event(ev);
-	die(0, "connection %ld: %s during the run", slot + 1, why);
+	die_err(0, "connection %ld: %s during the run", slot + 1, why);
 }
 
 static int do_client(const char *ip, const char *port, const char *conns,
@@ -975,12 +921,12 @@ static int do_client(const char *ip, const char *port, const char *conns,
 
 	cl.f.ch = rdma_create_event_channel();
 	if (!cl.f.ch)
-		die(errno, "rdma_create_event_channel");
+		die_err(errno, "rdma_create_event_channel");
 	for (i = 0; i < nr; i++)
 		client_connect(&cl, &dst, i, nr);
 
 	/* every connection has its request in flight from here on */
-	now = now_ns();
+	now = args_now_ns();
 	cl.t_start = now + VERBS_RR_WARMUP_NS;
 	cl.t_end = cl.t_start + (uint64_t)(seconds * 1e9);
 	cl.last_ns = now;
@@ -989,22 +935,22 @@ static int do_client(const char *ip, const char *port, const char *conns,
 		c = cl.f.conns[i];
 		if (!c)
 			continue;
-		c->sent_ns = now_ns();
+		c->sent_ns = args_now_ns();
 		rc = conn_post_send(c, cl.size); /* verbs: +errno */
 		if (rc)
-			die(rc, "connection %ld: ibv_post_send", i + 1);
+			die_err(rc, "connection %ld: ibv_post_send", i + 1);
 		cl.nr_active++;
 	}
 	while (cl.nr_active) {
 		n = ibv_poll_cq(cl.f.cq, VERBS_RR_POLL_BATCH, wcs);
 		if (n < 0)
-			die(0, "ibv_poll_cq failed (%d)", n);
+			die_err(0, "ibv_poll_cq failed (%d)", n);
 		for (i = 0; i < n; i++)
 			client_wc(&cl, &wcs[i]);
 		/* the clock and the CM only now and then while nothing comes */
 		if (n == 0 && ++idle % 256)
 			continue;
-		now = now_ns();
+		now = args_now_ns();
 		if (now >= next_check) {
 			client_check(&cl, now);
 			next_check = now + VERBS_RR_CHECK_NS;
@@ -1022,7 +968,7 @@ static int do_client(const char *ip, const char *port, const char *conns,
 	rdma_destroy_event_channel(cl.f.ch);
 
 	if (!cl.s.nr)
-		die(0, "no response came in the %.2f s measured", seconds);
+		die_err(0, "no response came in the %.2f s measured", seconds);
 	samples_sort(&cl.s);
 	seconds = (double)(cl.t_end - cl.t_start) / 1e9;
 	if (printf("verbs_rr conns=%ld size=%u seconds=%.2f transactions=%zu "
@@ -1031,7 +977,7 @@ static int do_client(const char *ip, const char *port, const char *conns,
 		   samples_oneway_us(&cl.s, 0.50),
 		   samples_oneway_us(&cl.s, 0.99)) < 0 ||
 	    fflush(stdout) != 0)
-		die(errno, "stdout");
+		die_err(errno, "stdout");
 	free(cl.s.v);
 	return 0;
 }
