@@ -141,11 +141,20 @@ static void spin_learn(struct xs_spin *sp, uint64_t waited_us, bool news)
  * SPIN_LOOK_WEIGHT timed spins). */
 static void spin_measured(struct xs_spin_run *r, uint64_t now_ns)
 {
-	uint64_t ns, old, clocks = (uint64_t)r->reads * r->clock_ns;
+	uint64_t ns, raw, old, clocks = (uint64_t)r->reads * r->clock_ns;
 
-	if (!r->looks || now_ns < r->start_ns + clocks)
+	if (!r->looks || now_ns < r->start_ns)
 		return;
-	ns = (now_ns - r->start_ns - clocks) / r->looks;
+	/* never under a quarter of the cost with the clock reads: a read
+	 * that cost more than the others once would otherwise leave the
+	 * looks almost free, and an untimed spin that many times longer
+	 * than its window (it stays within 4 windows this way) */
+	raw = (now_ns - r->start_ns) / r->looks;
+	ns = now_ns - r->start_ns > clocks
+		     ? (now_ns - r->start_ns - clocks) / r->looks
+		     : 0;
+	if (ns < raw / 4)
+		ns = raw / 4;
 	if (ns > UINT32_MAX)
 		ns = UINT32_MAX;
 	old = atomic_load_explicit(&r->sp->look_ns, memory_order_relaxed);
