@@ -872,7 +872,8 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	 * 10 Hz cron) costs one look and a sleep a turn, not a spin, and
 	 * reads no clock. A busy wait spins for the window its set learnt
 	 * (core/spin.c), and what it finds sizes the next. */
-	if (!ep->quiet && !zero && xs_wait_spin_cap_us()) {
+	if (!ep->quiet &&
+	    !zero) { /* no spin, nothing learnt: XSOCK_SPIN_US=0 */
 		xs_spin_begin(&run, &ep->spin, timeout ? total : UINT64_MAX);
 		learn = true;
 	}

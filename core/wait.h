@@ -55,12 +55,4 @@ struct xs_sock *xs_poll_sock(int fd);
  */
 void xs_ep_nest_check(int fd);
 
-/* The cap of every waiter's spin window in us (XSOCK_SPIN_US); 0: none. */
-static inline uint64_t xs_wait_spin_cap_us(void)
-{
-	const struct xs_config *cfg = xs_core_cfg();
-
-	return cfg ? cfg->spin_us : 0;
-}
-
 #endif /* XS_CORE_WAIT_H */
