@@ -163,6 +163,7 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 # bats test_tags=two
 @test "sock: a stream checked by SHA-256 at both ends (64 MiB; 1 GiB in check-long)" {
 	local mib
+	rm -f "$XS_RUN_DIR"/source.sha "$XS_RUN_DIR"/sink.sha "$XS_RUN_DIR"/source.stats "$XS_RUN_DIR"/sink.stats
 	mib=$(sized 64 1024)
 	remote_bg "sink$BATS_TEST_NUMBER" bash -c "LD_PRELOAD='$PWD/$LIB' \
 		XSOCK_STATS='$XS_RUN_DIR/sink.stats' '$XSNET' sink '$XS_ADDR_A' '$port' |
@@ -319,20 +320,27 @@ blast_ended()
 		port=$((port + 1))
 		env=()
 		[[ $mode == xsock ]] && env=(env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/kps.stats" XSOCK_LOG="info:$XS_RUN_DIR/kps.log")
-		rm -f "$XS_RUN_DIR/kps.stats" "$XS_RUN_DIR/kps.log"
+		rm -f "$XS_RUN_DIR/kps.stats" "$XS_RUN_DIR/kps.log" "$XS_RUN_DIR/kpc.log"
 		remote_bg "kps$mode" "${env[@]}" python3 tests/tools/killpeer.py serve "$XS_ADDR_A" "$port"
 		server_ready "kps$mode" "$([[ $mode == xsock ]] && echo rdma || echo tcp)"
 		if [[ $mode == xsock ]]; then
-			env $(xsenv kpc) python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" \
-				>"$BATS_TEST_TMPDIR/kpc.out" 2>&1 &
+			env $(xsenv kpc) XSOCK_LOG="info:$XS_RUN_DIR/kpc.log" python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" \
+				>"$BATS_TEST_TMPDIR/kpc$mode.out" 2>&1 &
 		else
-			python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" >"$BATS_TEST_TMPDIR/kpc.out" 2>&1 &
+			python3 tests/tools/killpeer.py stream "$XS_ADDR_A" "$port" >"$BATS_TEST_TMPDIR/kpc$mode.out" 2>&1 &
 		fi
 		local cli=$!
 		locals+=("$cli")
-		retry_for 60 grep -qx streaming "$BATS_TEST_TMPDIR/kpc.out"
+		retry_for 60 grep -qx streaming "$BATS_TEST_TMPDIR/kpc$mode.out"
 		kill -KILL "$cli"
-		"$XS_REMOTE" --wait "kps$mode" --timeout 60
+		if ! "$XS_REMOTE" --wait "kps$mode" --timeout 60; then
+			dump_stacks "killpeer.py serve"
+			"$XS_REMOTE" --timeout 10 ss -tanpoi | sed 's/^/# remote ss: /' >&3
+			ss -tanpoi | sed 's/^/# local ss: /' >&3
+			cat "$BATS_TEST_TMPDIR/kpc$mode.out" "$XS_RUN_DIR/kpc.log" "$XS_RUN_DIR/kpc.stats" 2>/dev/null | sed 's/^/# client: /' >&3
+			cat "$XS_RUN_DIR/kps.stats" "$XS_RUN_DIR/kps.log" 2>/dev/null | tail -60
+			false
+		fi
 		out=$(grep '^end=' "$XS_RUN_DIR/remote/kps$mode.log")
 		echo "$mode: $out"
 		note "python server, client SIGKILLed mid-stream, $mode: $out"
