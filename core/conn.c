@@ -205,7 +205,8 @@ static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 {
 	c->local.version = XS_WIRE_VERSION;
 	/* F_RNDV: we can expose regions; max_rndv: we READ regions */
-	c->local.flags = p->max_rndv && c->nr_mw ? XS_HELLO_F_RNDV : 0;
+	c->local.flags = (p->max_rndv && c->nr_mw ? XS_HELLO_F_RNDV : 0) |
+			 XS_HELLO_F_SOLICITED;
 	c->local.credits = p->credits;
 	c->local.eager_size = p->eager_size;
 	c->local.max_rndv = p->max_rndv;
@@ -778,7 +779,7 @@ int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_SIGNALED,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
 	}, *bad;
 
 	if (len <= c->max_inline)
@@ -804,7 +805,7 @@ int xs_conn_post_rndv(struct xs_conn *c, unsigned int w, uint32_t rkey,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_SIGNALED,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
 	};
 	struct ibv_send_wr bind = {
 		.wr_id = bind_wr_id,

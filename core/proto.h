@@ -52,7 +52,11 @@
 /* hello flags */
 #define XS_HELLO_F_RNDV	 0x01u /* sender can serve RDMA READ rendezvous */
 #define XS_HELLO_F_PROBE 0x02u /* a probe: "does xsock listen here?" */
-#define XS_HELLO_F_KNOWN (XS_HELLO_F_RNDV | XS_HELLO_F_PROBE)
+/* every SEND of the sender carries the solicited-event bit: its receiver
+ * may arm its CQ for solicited completions only (core/stream_wait.c) */
+#define XS_HELLO_F_SOLICITED 0x04u
+#define XS_HELLO_F_KNOWN                                                       \
+	(XS_HELLO_F_RNDV | XS_HELLO_F_PROBE | XS_HELLO_F_SOLICITED)
 
 /* Handshake, decoded. Wire layout (32 bytes, big-endian):
  *   0  u32 magic          XS_WIRE_MAGIC

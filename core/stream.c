@@ -397,6 +397,8 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		s->probe_posted = 0; /* answered: the silence starts again */
 		break;
 	}
+	if (slot->kind != STREAM_SLOT_SEND || slot->buf.addr)
+		s->tx_awaited--;
 	if (slot->buf.addr)
 		xs_pool_free(&s->c->dev->pool, &slot->buf);
 	*slot = (struct xs_stream_slot){ 0 };
@@ -436,8 +438,11 @@ int stream_poll_cq(struct xs_stream *s)
 		stream_reset(s, "ibv_poll_cq failed");
 		return 0;
 	}
-	/* armed before this poll, and the CQ is empty now */
-	s->cq_quiet = armed && n < STREAM_CQ_BATCH;
+	/* armed before this poll, and the CQ is empty now: for every
+	 * completion, or for the solicited ones while none of ours is in
+	 * flight (a post clears it: stream_slot_take()) */
+	s->cq_quiet = armed && n < STREAM_CQ_BATCH &&
+		      (!s->cq_armed_sol || !s->tx_inflight);
 	if (n) {
 		stream_news();
 		s->pub->c.cq_polls_work++;
@@ -549,6 +554,11 @@ void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 	slot->len = len;
 	slot->buf = buf ? *buf : (struct xs_buf){ 0 };
 	s->tx_inflight++;
+	if (kind != STREAM_SLOT_SEND || slot->buf.addr)
+		s->tx_awaited++;
+	/* a completion that the arm may not announce can come now */
+	if (s->cq_armed_sol)
+		s->cq_quiet = false;
 }
 
 /* A pool buffer of @len bytes, or -EAGAIN when the pool is exhausted. */

@@ -139,15 +139,21 @@ struct xs_stream {
 	bool polling;	     /* a thread spins or sleeps on the channels */
 	struct xs_spin spin; /* the blocking calls' spin window */
 	bool pool_starved;   /* a pool buffer was refused: retry soon */
-	bool cq_armed; /* a CQ event was asked for and not read yet: arming
+	bool cq_armed;	   /* a CQ event was asked for and not read yet: arming
 			* again is a no-op, and only then can the completion
 			* channel hold an event (saves a system call each) */
-	bool cq_quiet; /* armed, then polled empty: every completion since
-			* raised a channel event, so a look that saw the
-			* channel fd quiet need not poll the CQ */
+	bool cq_armed_sol; /* that arm asked for solicited completions
+			    * only: the peer's SENDs (and errors of our
+			    * receives), not our own sends' completions */
+	bool cq_quiet;	   /* armed, then polled empty: every completion since
+			* that matters raised a channel event, so a look that
+			* saw the channel fd quiet need not poll the CQ */
 	/* send side */
 	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
 	uint32_t tx_inflight;	   /* signaled WRs posted, not completed */
+	uint32_t tx_awaited;	   /* of those, the ones whose completion
+				    * frees more than a slot: READ, INV and
+				    * probe WRs, sends from a pool buffer */
 	uint32_t tx_max;	   /* signaled WRs the send queue holds */
 	struct xs_stream_slot *tx; /* tx_max slots */
 	uint64_t tx_queued;	   /* payload bytes of in-flight sends */

@@ -34,15 +34,41 @@ void stream_cm_events(struct xs_stream *s)
 	}
 }
 
-/* Arm the CQ for its next completion, unless still armed. Return: 0, or
+/*
+ * Whether an arm for solicited completions only will do: what a waiter
+ * here waits for comes from the peer, as a SEND (data, credits, FIN,
+ * RESET, a region released) or the end of its QP (our receives flushed
+ * in error, which are solicited too). Our own sends' completions then
+ * only free their slots: a request/response server's reply no longer
+ * wakes it a second time. Not while a completion of ours is waited for:
+ * a READ, an invalidation or a probe; a send from a pool buffer (the
+ * buffer is shared by every connection); slots running short; the end
+ * of the stream (close and linger wait for every send to complete).
+ * A send's error completion is not solicited either (rxe); the probe
+ * thread's look once a second (xs_stream_probe()) reaps what no event
+ * announced. Called with s->lock held.
+ */
+static bool stream_arm_solicited(const struct xs_stream *s)
+{
+	return (s->c->peer.flags & XS_HELLO_F_SOLICITED) && !s->tx_awaited &&
+	       s->tx_inflight * 2u < s->tx_max && !s->pool_starved &&
+	       !s->wr_shut && !s->fin_sent && !s->move_want && !s->move_sent &&
+	       !s->rst_sent && !s->error;
+}
+
+/* Arm the CQ for its next completion (or its next solicited one, when
+ * that will do), unless still armed for it. Return: 0, or
  * ibv_req_notify_cq()'s error. Called with s->lock held. */
 int stream_arm(struct xs_stream *s)
 {
-	if (s->cq_armed)
+	bool sol = stream_arm_solicited(s);
+
+	if (s->cq_armed && (sol || !s->cq_armed_sol))
 		return 0;
-	if (ibv_req_notify_cq(s->c->cq, 0))
+	if (ibv_req_notify_cq(s->c->cq, sol))
 		return -1;
 	s->cq_armed = true;
+	s->cq_armed_sol = sol;
 	s->cq_quiet = false; /* what came before the arm raised no event */
 	return 0;
 }
