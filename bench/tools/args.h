@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* The tool's usage message (@why first, when given) on stderr; exit 2. */
@@ -98,6 +99,23 @@ die_err(int err, const char *fmt, ...)
 		fprintf(stderr, ": %s", strerror(err));
 	fputc('\n', stderr);
 	exit(1);
+}
+
+/* Raise the soft RLIMIT_NOFILE to the hard one (a tool that holds
+ * thousands of connections); return the new limit. Dies on failure. */
+static inline rlim_t args_nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		die_err(errno, "getrlimit RLIMIT_NOFILE");
+	if (rl.rlim_cur != rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			die_err(errno, "setrlimit RLIMIT_NOFILE %llu",
+				(unsigned long long)rl.rlim_max);
+	}
+	return rl.rlim_cur;
 }
 
 #endif

@@ -91,22 +91,6 @@ static void __attribute__((noreturn)) usage(const char *why)
  * Arguments, limits, signals, /proc
  */
 
-/* Raise the soft RLIMIT_NOFILE to the hard one; returns the new limit. */
-static rlim_t nofile_raise(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		die("getrlimit RLIMIT_NOFILE");
-	if (rl.rlim_cur != rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			die("setrlimit RLIMIT_NOFILE %llu",
-			    (unsigned long long)rl.rlim_max);
-	}
-	return rl.rlim_cur;
-}
-
 static void on_stop(int sig)
 {
 	stop_signal = sig;
@@ -403,7 +387,7 @@ static int do_serve(const char *ip, const char *port)
 	int i, n;
 
 	signals_setup(&wait_mask);
-	nofile_raise();
+	args_nofile_raise();
 	srv.buf = malloc(CONNRATE_BUF_LEN);
 	if (!srv.buf)
 		die("malloc");
@@ -622,7 +606,7 @@ static int do_hold(const char *ip, const char *port, const char *count)
 	/* before any socket() can take fd 0 */
 	have_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
 	signals_setup(&wait_mask);
-	limit = nofile_raise();
+	limit = args_nofile_raise();
 	if ((rlim_t)n + CONNRATE_SPARE_FDS > limit) {
 		errno = EMFILE;
 		die("hold: %ld connections need %ld fds, RLIMIT_NOFILE hard "
