@@ -257,6 +257,7 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 		}
 		goto out;
 	}
+	stream_arm_widen(s);
 	rc = xs_conn_post_probe(s->c, STREAM_WR_SEND | (uint64_t)i);
 	if (rc) {
 		stream_reset(s, "cannot post a probe");

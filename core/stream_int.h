@@ -87,6 +87,7 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
 /* core/stream_wait.c */
 void stream_cm_events(struct xs_stream *s);
 int stream_arm(struct xs_stream *s);
+void stream_arm_widen(struct xs_stream *s);
 int stream_kick_fd(struct xs_stream *s);
 void stream_wake(struct xs_stream *s);
 void stream_unkick(struct xs_stream *s);

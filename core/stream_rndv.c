@@ -133,6 +133,7 @@ int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur, uint32_t len)
 	if (total < 0)
 		return total; /* @cur untouched: nothing was taken */
 	stream_iov_copy(cur, r->buf.addr, len, false);
+	stream_arm_widen(s); /* its window's invalidation follows */
 	rc = xs_conn_post_rndv(s->c, i, rkey, &r->buf, len, dst,
 			       (uint32_t)total, b.addr ? &b : NULL,
 			       STREAM_WR_BIND | i,
@@ -209,6 +210,7 @@ void stream_rndv_progress(struct xs_stream *s)
 		if (slot < 0)
 			return;
 		xs_dbg("stream", "invalidate region %u rkey %#x", i, r->rkey);
+		stream_arm_widen(s);
 		if (xs_conn_post_inv(c, r->rkey,
 				     STREAM_WR_SEND | (uint64_t)slot)) {
 			stream_reset(s, "cannot invalidate a window");
@@ -247,6 +249,7 @@ void stream_rndv_progress(struct xs_stream *s)
 			return;
 		e->off = 0;
 		e->end = want < e->buf.size ? want : (uint32_t)e->buf.size;
+		stream_arm_widen(s);
 		int rc = xs_conn_post_read(c, &e->buf, e->end,
 					   e->raddr + e->roff, e->rkey,
 					   STREAM_WR_SEND | (uint64_t)slot);

@@ -74,6 +74,24 @@ int stream_arm(struct xs_stream *s)
 }
 
 /*
+ * Before posting a WR whose completion a waiter here needs (a READ, an
+ * invalidation, a probe, a send from a pool buffer): a CQ armed for
+ * solicited completions only is armed for every completion first. So the
+ * completion raises an event however soon it comes, even when the post
+ * follows a waiter's arm and last look (a READ posted by the look's own
+ * progress). Called with s->lock held.
+ */
+void stream_arm_widen(struct xs_stream *s)
+{
+	if (!s->cq_armed || !s->cq_armed_sol)
+		return;
+	if (ibv_req_notify_cq(s->c->cq, 0) == 0) {
+		s->cq_armed_sol = false;
+		s->cq_quiet = false;
+	}
+}
+
+/*
  * The eventfd of local news (see struct xs_stream.kick_fd), made now if
  * there is none: a thread makes it before it first sleeps, under the lock,
  * so a shutdown() that comes after its last look always finds it.
