@@ -47,6 +47,15 @@ struct ep_member {
 	bool disabled;		/* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
 	bool connecting; /* registered while a non-blocking connect ran: its
 			  * eventfd, not channels, is in the inner set */
+	/* An armed look found it with nothing to report, and its stream's
+	 * readiness counter was idle_gen: while that holds and none of its
+	 * channel fds is readable, nothing changed (what could arrives on
+	 * its armed CQ and makes a channel fd readable), so looks skip it
+	 * (ep_collect()). */
+	bool idle;
+	unsigned long idle_gen;
+	int nfds;		  /* chan_fd[] entries; -1: not learnt yet */
+	int chan_fd[XS_POLL_FDS]; /* its socket's channel fds, in order */
 };
 
 struct ep_set {
@@ -70,6 +79,10 @@ struct ep_set {
 	/* a member moved to its kernel TCP connection during a look:
 	 * settle, then look again */
 	_Atomic bool moved;
+	bool connecting; /* a member's connect was undecided at the last
+			  * settle (ep_settle(); ep->lock) */
+	bool settle_due; /* a look found a member closed or moved: the next
+			  * look settles first (ep_collect(); ep->lock) */
 	/* waits inside ep_wait_events(), and whether the epoll fd was closed
 	 * meanwhile: the last of them frees the set (ep_table_lock) */
 	unsigned int users;
@@ -376,6 +389,8 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 			continue;
 		}
 		m->connecting = false;
+		m->idle = false;
+		m->nfds = -1; /* its channels are new */
 		if (rdma) {
 			i++;
 			continue;
@@ -394,6 +409,7 @@ static void ep_settle(int epfd, struct ep_set *ep)
 {
 	size_t i;
 
+	ep->connecting = false;
 	for (i = 0; i < ep->nr;) {
 		struct ep_member *m = &ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
@@ -428,6 +444,7 @@ static void ep_settle(int epfd, struct ep_set *ep)
 			i = 0;
 			continue;
 		}
+		ep->connecting |= m->connecting;
 		xs_sock_put(s);
 		i++;
 	}
@@ -504,7 +521,9 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			.events = event->events,
 			.data = event->data,
 			.connecting = conn,
+			.nfds = -1,
 		};
+		ep->connecting |= conn;
 		break;
 	case EPOLL_CTL_MOD:
 		if (!m) {
@@ -519,6 +538,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		m->data = event->data;
 		m->reported = 0;
 		m->disabled = false;
+		m->idle = false; /* new events may be ready at once */
 		break;
 	case EPOLL_CTL_DEL:
 		if (!m) {
@@ -600,29 +620,45 @@ int xs_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 /* Which of @s's channel fds are among the @nchan readable ones, as the
  * XS_POLL_DRAIN_FD bits that drain just those (EP_CHAN_BATCH: maybe
  * more than were returned: XS_POLL_DRAIN, all of them, one bit each). */
-static unsigned int ep_chan_ready(struct xs_sock *s,
+static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
 				  const struct epoll_event *chan, int nchan)
 {
-	int fds[XS_POLL_FDS], k, i, nfds;
 	unsigned int which = 0;
+	int k, i;
 
 	if (nchan >= EP_CHAN_BATCH)
 		return XS_POLL_DRAIN;
 	if (nchan == 0)
 		return 0;
-	nfds = xs_sock_poll_fds(s, fds);
-	for (k = 0; k < nfds; k++)
+	/* An RDMA socket's channel fds stay what they are until it moves
+	 * or closes (ep_settle() then drops or redoes the member): learnt
+	 * once, under the stream's lock, and compared without it after. */
+	if (m->nfds < 0) {
+		int nfds = xs_sock_poll_fds(s, m->chan_fd);
+
+		if (xs_sock_kind(s) != XS_KIND_RDMA || !xs_sock_mine(s) ||
+		    nfds <= 0) {
+			for (k = 0; k < nfds; k++)
+				for (i = 0; i < nchan; i++)
+					if (chan[i].data.fd == m->chan_fd[k])
+						which |= XS_POLL_DRAIN_FD(k);
+			return which;
+		}
+		m->nfds = nfds;
+	}
+	for (k = 0; k < m->nfds; k++)
 		for (i = 0; i < nchan; i++)
-			if (chan[i].data.fd == fds[k])
+			if (chan[i].data.fd == m->chan_fd[k])
 				which |= XS_POLL_DRAIN_FD(k);
 	return which;
 }
 
 /* ep_collect() @how bits */
-#define EP_PEEK	  0x1 /* only count what would be reported */
-#define EP_ARM	  0x2 /* arm each member as it is looked at */
-#define EP_NOCHAN 0x4 /* take no channel fd for readable: no look at them */
-#define EP_SPIN	  0x8 /* a spin's look: CQs polled, no system call */
+#define EP_PEEK	     0x1  /* only count what would be reported */
+#define EP_ARM	     0x2  /* arm each member as it is looked at */
+#define EP_NOCHAN    0x4  /* take no channel fd for readable: no look at them */
+#define EP_SPIN	     0x8  /* a spin's look: CQs polled, no system call */
+#define EP_SPIN_CHAN 0x10 /* with EP_SPIN: the inner set looked at too */
 
 /*
  * Ready xsock members into @out (at most @max), starting where the last
@@ -645,6 +681,14 @@ static unsigned int ep_chan_ready(struct xs_sock *s,
  * EP_SPIN: a look while spinning: each member's CQ is polled in
  * userspace, the inner set is not looked at, nothing is drained; the
  * armed look after the spin drains what the spin left readable.
+ * EP_SPIN_CHAN (with EP_SPIN): the inner set is looked at too, so that
+ * members with news on a readable channel fd are looked at.
+ * Idle members (struct ep_member.idle) are skipped: an armed look found
+ * nothing to report, their counter has not moved since, and none of their
+ * channel fds is known readable. An idle set of N members then costs a
+ * look at the members with news, plus a reference each, not N looks; a
+ * spin's look (no channel fds read) leaves their news to its next
+ * EP_SPIN_CHAN look or to the armed look.
  * @starved: set when an armed member waits for pool memory (may be NULL).
  */
 static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
@@ -656,9 +700,16 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	int n = 0, nchan;
 
 	pthread_mutex_lock(&ep->lock);
-	ep_settle(epfd, ep); /* closed members and decided connects first */
+	/* Closed members and decided connects first. The look below finds
+	 * a member closed or moved on its own way (the reference it takes
+	 * anyway): the next look settles, so an unchanged set's look is one
+	 * pass over its members, not two. */
+	if (ep->settle_due || ep->connecting) {
+		ep->settle_due = false;
+		ep_settle(epfd, ep);
+	}
 	nchan = 0;
-	if (!(how & (EP_NOCHAN | EP_SPIN))) {
+	if (!(how & (EP_NOCHAN | EP_SPIN)) || (how & EP_SPIN_CHAN)) {
 		nchan = XS_CALL(epoll_wait, ep->inner, chan, EP_CHAN_BATCH, 0);
 		if (nchan < 0)
 			nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
@@ -670,11 +721,35 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		struct xs_sock *s = ep_member_sock(m);
 		uint32_t want, ready;
 		unsigned int look;
-		unsigned long gen;
+		unsigned long gen, idle_gen;
 
-		if (!s)
-			continue; /* closed this instant: next round drops it */
-		look = ep_chan_ready(s, chan, nchan);
+		if (!s) {
+			ep->settle_due = true; /* closed: the next drops it */
+			continue;
+		}
+		if (!m->connecting && xs_sock_kind(s) == XS_KIND_RDMA &&
+		    xs_sock_plain(s)) {
+			/* moved to its kernel TCP connection: into the
+			 * kernel's set (ep_settle()), then looked at again */
+			ep->settle_due = true;
+			ep->moved = true;
+			xs_sock_put(s);
+			continue;
+		}
+		look = ep_chan_ready(m, s, chan, nchan);
+		/* Idle since an armed look, and none of its channel fds
+		 * readable (a spin's look reads none: what came on its armed
+		 * CQ waits for the spin's channel look, or the armed look);
+		 * a move (core/move.c, core/hand.c) changes no counter, and
+		 * its handed-over bytes are readable: never skipped */
+		if (m->idle && !look && !atomic_load(&s->moved) &&
+		    xs_sock_poll_idle_gen(s) == m->idle_gen) {
+			xs_sock_put(s);
+			continue;
+		}
+		m->idle = false;
+		/* before the look: what happens during it shows next time */
+		idle_gen = xs_sock_poll_idle_gen(s);
 		/* A completion event read now would only be followed by an
 		 * arm (two system calls on some providers), needed only
 		 * before a sleep: a look that does not arm polls the CQ
@@ -703,8 +778,18 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		ready = xs_sock_poll_events(s, look);
 		if ((ready & XS_POLL_STARVED) && starved)
 			*starved = true;
-		if (ready & XS_POLL_MOVED)
+		if (ready & XS_POLL_MOVED) {
 			ep->moved = true; /* settled by the next look */
+			ep->settle_due = true;
+		}
+		/* armed, and nothing: idle until its counter moves */
+		if ((how & EP_ARM) &&
+		    !(ready & (want | XS_POLL_STARVED | XS_POLL_MOVED)) &&
+		    xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) &&
+		    !atomic_load(&s->moved)) {
+			m->idle = true;
+			m->idle_gen = idle_gen;
+		}
 		ready &= want;
 		gen = xs_sock_poll_gen(s);
 		xs_sock_put(s);
@@ -848,7 +933,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	struct xs_spin_run run = { 0 };
 	uint64_t total = 0, spun;
 	bool starved, arm, slept = false, learn = false, looked = false;
-	unsigned int spin_looks = 0;
+	unsigned int spin_looks = 0, chan_looks = 0, how;
 	/* what is known not readable without asking: after a sleep, what
 	 * it said; an idle set's first look, what the sleep that follows
 	 * it will tell (a readable fd ends it at once) */
@@ -915,10 +1000,18 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		news = xs_sock_news();
 		/* one slot always left for the kernel's own fds; the spin's
 		 * looks after the first poll the CQs, no system call */
-		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max,
-				(arm ? EP_ARM : 0) |
-					(inner_quiet ? EP_NOCHAN : 0) |
-					(!arm && looked ? EP_SPIN : 0),
+		how = arm ? EP_ARM : 0;
+		if (inner_quiet)
+			how |= EP_NOCHAN;
+		if (!arm && looked) {
+			how |= EP_SPIN;
+			/* idle members are skipped while spinning: what
+			 * came on their armed CQs shows on the inner set,
+			 * looked at every few looks (one system call) */
+			if (++chan_looks % EP_SPIN_KERNEL_EVERY == 0)
+				how |= EP_SPIN_CHAN;
+		}
+		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max, how,
 				&starved);
 		looked = true;
 		n = nx;

@@ -111,6 +111,13 @@ unsigned long xs_sock_poll_gen(struct xs_sock *s)
 	return atomic_load_explicit(&s->stream->gen, memory_order_relaxed);
 }
 
+unsigned long xs_sock_poll_idle_gen(struct xs_sock *s)
+{
+	if (xs_sock_kind(s) != XS_KIND_RDMA || !s->stream)
+		return 0;
+	return xs_stream_idle_gen(s->stream);
+}
+
 unsigned long xs_sock_news(void)
 {
 	return xs_stream_news();

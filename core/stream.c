@@ -556,9 +556,12 @@ void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 	s->tx_inflight++;
 	if (kind != STREAM_SLOT_SEND || slot->buf.addr)
 		s->tx_awaited++;
-	/* a completion that the arm may not announce can come now */
-	if (s->cq_armed_sol)
+	/* a completion that the arm may not announce can come now, and a
+	 * waiter may need it: its next look arms again */
+	if (s->cq_armed_sol) {
 		s->cq_quiet = false;
+		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
+	}
 }
 
 /* A pool buffer of @len bytes, or -EAGAIN when the pool is exhausted. */
@@ -568,6 +571,7 @@ int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
 
 	if (rc == -ENOBUFS) {
 		s->pool_starved = true;
+		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
 		s->pub->c.pool_waits++;
 		return -EAGAIN; /* backpressure */
 	}
@@ -645,6 +649,8 @@ int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 	total = stream_build(s, m, cur, len, stack, &b, &dst);
 	if (total < 0)
 		return total;
+	if (b.addr)
+		stream_arm_widen(s); /* the pool buffer comes back with it */
 	rc = xs_conn_post_send(s->c, dst, (uint32_t)total, b.addr ? &b : NULL,
 			       STREAM_WR_SEND | (uint64_t)slot);
 	if (rc) {
@@ -996,6 +1002,12 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which)
 		stream_cm_events(s);
 	if (which & XS_STREAM_DRAIN_FD(2))
 		stream_unkick(s);
+}
+
+unsigned long xs_stream_idle_gen(struct xs_stream *s)
+{
+	return atomic_load_explicit(&s->gen, memory_order_relaxed) +
+	       atomic_load_explicit(&s->arm_gen, memory_order_relaxed);
 }
 
 int xs_stream_arm(struct xs_stream *s)

@@ -199,9 +199,13 @@ struct xs_stream {
 		      * cf. sk_state_change(); made at the first wait, -1
 		      * before */
 	int error;	/* sticky negative errno (reset) */
-	bool error_pending; /* not reported to a call yet (sk_err) */
-	atomic_ulong gen;   /* bumped by every completion and state change:
+	bool error_pending;   /* not reported to a call yet (sk_err) */
+	atomic_ulong gen;     /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
+	atomic_ulong arm_gen; /* bumped when the CQ's arm may fall short of
+			       * what a waiter needs: a post while armed for
+			       * solicited completions only, a pool buffer
+			       * refused (see xs_stream_idle_gen()) */
 	/* counters, as xsock-stat shows them: the socket's published slot
 	 * (core/xs_shm.h) while it has one, else pub_own; written under lock */
 	struct xs_shm_slot *pub;
@@ -330,6 +334,17 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how);
  * connection's free wakes nobody for: sleep at most 1 ms; or -EIO.
  */
 int xs_stream_arm(struct xs_stream *s);
+
+/**
+ * xs_stream_idle_gen() - a counter that moves whenever @s's readiness may
+ *                        have changed or its CQ's arm may no longer
+ *                        announce what a waiter needs: unchanged since an
+ *                        armed look found @s with nothing to report, and
+ *                        with its channel fds quiet, @s still has nothing
+ * @s: the stream
+ * Context: any thread; no lock (atomic loads).
+ */
+unsigned long xs_stream_idle_gen(struct xs_stream *s);
 
 /* Fds a wait on one stream sleeps on: see xs_stream_wait_fds(). */
 #define XS_STREAM_WAIT_FDS 3

@@ -1032,6 +1032,17 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS]);
 unsigned long xs_sock_poll_gen(struct xs_sock *s);
 
 /**
+ * xs_sock_poll_idle_gen() - xs_stream_idle_gen() of @s's stream: while it
+ *                           stays what it was when an armed look found @s
+ *                           with nothing to report, and none of @s's
+ *                           channel fds is readable, @s has nothing still
+ * @s: socket for which xs_sock_polled() holds
+ * Return: the counter; 0 for a socket without a stream (never idle).
+ * Context: any thread; no lock.
+ */
+unsigned long xs_sock_poll_idle_gen(struct xs_sock *s);
+
+/**
  * xs_sock_news() - a process-wide counter that moves whenever the
  *                  readiness of any xsock socket may have changed other
  *                  than through its channel fds (a call on it, completions
