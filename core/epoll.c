@@ -624,7 +624,7 @@ static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
 				  const struct epoll_event *chan, int nchan)
 {
 	unsigned int which = 0;
-	int k, i;
+	int k, i, nfds = m->nfds;
 
 	if (nchan >= EP_CHAN_BATCH)
 		return XS_POLL_DRAIN;
@@ -633,20 +633,13 @@ static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
 	/* An RDMA socket's channel fds stay what they are until it moves
 	 * or closes (ep_settle() then drops or redoes the member): learnt
 	 * once, under the stream's lock, and compared without it after. */
-	if (m->nfds < 0) {
-		int nfds = xs_sock_poll_fds(s, m->chan_fd);
-
-		if (xs_sock_kind(s) != XS_KIND_RDMA || !xs_sock_mine(s) ||
-		    nfds <= 0) {
-			for (k = 0; k < nfds; k++)
-				for (i = 0; i < nchan; i++)
-					if (chan[i].data.fd == m->chan_fd[k])
-						which |= XS_POLL_DRAIN_FD(k);
-			return which;
-		}
-		m->nfds = nfds;
+	if (nfds < 0) {
+		nfds = xs_sock_poll_fds(s, m->chan_fd);
+		if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) &&
+		    nfds > 0)
+			m->nfds = nfds;
 	}
-	for (k = 0; k < m->nfds; k++)
+	for (k = 0; k < nfds; k++)
 		for (i = 0; i < nchan; i++)
 			if (chan[i].data.fd == m->chan_fd[k])
 				which |= XS_POLL_DRAIN_FD(k);

@@ -397,7 +397,7 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		s->probe_posted = 0; /* answered: the silence starts again */
 		break;
 	}
-	if (slot->kind != STREAM_SLOT_SEND || slot->buf.addr)
+	if (stream_slot_awaited(slot))
 		s->tx_awaited--;
 	if (slot->buf.addr)
 		xs_pool_free(&s->c->dev->pool, &slot->buf);
@@ -554,7 +554,7 @@ void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 	slot->len = len;
 	slot->buf = buf ? *buf : (struct xs_buf){ 0 };
 	s->tx_inflight++;
-	if (kind != STREAM_SLOT_SEND || slot->buf.addr)
+	if (stream_slot_awaited(slot))
 		s->tx_awaited++;
 	/* a completion that the arm may not announce can come now, and a
 	 * waiter may need it: its next look arms again */

@@ -57,6 +57,14 @@ struct iov_cursor {
 
 #define stream_news() xs_stream_news_bump()
 
+/* Whether a waiter may need @slot's completion, not only its slot back
+ * (struct xs_stream.tx_awaited): a READ, an invalidation or a probe, or a
+ * send from a pool buffer. */
+static inline bool stream_slot_awaited(const struct xs_stream_slot *slot)
+{
+	return slot->kind != STREAM_SLOT_SEND || slot->buf.addr;
+}
+
 /* core/stream.c */
 void stream_iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov);
 uint64_t stream_deadline(int timeout_ms);
