@@ -30,6 +30,13 @@
 #include "fdtab.h"
 #include "wait.h"
 
+/* uthash: a failed allocation leaves the element out and says so, never
+ * exit()s the application (the default) */
+#define HASH_NONFATAL_OOM	 1
+#define uthash_nonfatal_oom(elt) (ep_hash_oom = true)
+static __thread bool ep_hash_oom;
+#include <uthash.h>
+
 /*
  * One xsock socket in an epoll set. It holds no reference, as the kernel's
  * epoll holds none on a file's last fd: close() tears the socket down at
@@ -56,13 +63,27 @@ struct ep_member {
 	unsigned long idle_gen;
 	int nfds;		  /* chan_fd[] entries; -1: not learnt yet */
 	int chan_fd[XS_POLL_FDS]; /* its socket's channel fds, in order */
+	size_t idx;		  /* its place in ep_set.m[] */
+	UT_hash_handle hh;	  /* in ep_set.by_fd, keyed by fd */
+};
+
+/* How many members of a set name one socket: more than one when dup'ed
+ * fds of it are members. Stale members (fd closed, socket object reused)
+ * count until they are dropped, so a count above one is checked member
+ * by member (ep_shares()). */
+struct ep_sref {
+	struct xs_sock *s; /* key */
+	unsigned int count;
+	UT_hash_handle hh; /* in ep_set.by_sock */
 };
 
 struct ep_set {
 	pthread_mutex_t lock; /* before any core/ lock: core/xs_core.h */
 	int inner;	      /* private epoll fd: the members' channel fds */
-	struct ep_member *m;
+	struct ep_member **m; /* nr members, in no order; each m[i]->idx = i */
 	size_t nr, cap;
+	struct ep_member *by_fd; /* the members by fd (uthash): O(1) ctl */
+	struct ep_sref *by_sock; /* member counts by socket (uthash) */
 	size_t cursor; /* where the next collection starts (round robin) */
 	/* nesting: the epoll fd inside poll/select or another epoll set */
 	int nest;      /* eventfd in the inner set: readable = a member ready */
@@ -226,11 +247,16 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 	return ep;
 }
 
+static void ep_member_drop(struct ep_set *ep, struct ep_member *m);
+static struct xs_sock *ep_member_sock(const struct ep_member *m);
+
 static void ep_free(struct ep_set *ep)
 {
 	xs_real.close(ep->inner);
 	if (ep->nest >= 0)
 		xs_real.close(ep->nest);
+	while (ep->nr)
+		ep_member_drop(ep, ep->m[ep->nr - 1]);
 	free(ep->m);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
@@ -288,22 +314,123 @@ void xs_poll_fd_closed(int fd)
 
 static struct ep_member *ep_find(struct ep_set *ep, int fd)
 {
-	size_t i;
+	struct ep_member *m;
 
-	for (i = 0; i < ep->nr; i++)
-		if (ep->m[i].fd == fd)
-			return &ep->m[i];
+	HASH_FIND_INT(ep->by_fd, &fd, m);
+	return m;
+}
+
+static struct ep_sref *ep_sref_find(struct ep_set *ep, struct xs_sock *s)
+{
+	struct ep_sref *r;
+
+	HASH_FIND_PTR(ep->by_sock, &s, r);
+	return r;
+}
+
+/*
+ * A new member @fd of socket @s (its other fields zero but nfds, -1).
+ * Return: it, or NULL when memory ran out (nothing added: -ENOMEM).
+ * Called with ep->lock held.
+ */
+static struct ep_member *ep_member_add(struct ep_set *ep, int fd,
+				       struct xs_sock *s)
+{
+	struct ep_sref *r = ep_sref_find(ep, s);
+	struct ep_member *m;
+
+	if (ep->nr == ep->cap) {
+		size_t cap = ep->cap ? 2 * ep->cap : 8;
+		struct ep_member **nm = realloc(ep->m, cap * sizeof(*nm));
+
+		if (!nm)
+			return NULL;
+		ep->m = nm;
+		ep->cap = cap;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			goto fail;
+		r->s = s;
+		ep_hash_oom = false;
+		HASH_ADD_PTR(ep->by_sock, s, r);
+		if (ep_hash_oom) {
+			free(r);
+			goto fail;
+		}
+	}
+	m->fd = fd;
+	m->s = s;
+	m->nfds = -1;
+	ep_hash_oom = false;
+	HASH_ADD_INT(ep->by_fd, fd, m);
+	if (ep_hash_oom) {
+		if (!r->count) {
+			HASH_DEL(ep->by_sock, r);
+			free(r);
+		}
+		goto fail;
+	}
+	r->count++;
+	m->idx = ep->nr;
+	ep->m[ep->nr++] = m;
+	return m;
+fail:
+	free(m);
 	return NULL;
 }
 
-/* Whether another member of @ep shares @s (a dup'ed fd). */
+/* Member @m leaves the set and is freed; the last member takes its place
+ * in ep->m[]. Called with ep->lock held. */
+static void ep_member_drop(struct ep_set *ep, struct ep_member *m)
+{
+	struct ep_sref *r = ep_sref_find(ep, m->s);
+	size_t i = m->idx;
+
+	if (r && --r->count == 0) {
+		HASH_DEL(ep->by_sock, r);
+		free(r);
+	}
+	HASH_DEL(ep->by_fd, m);
+	ep->m[i] = ep->m[--ep->nr];
+	ep->m[i]->idx = i;
+	free(m);
+}
+
+/*
+ * Whether another member of @ep, not @fd, is a live fd of @s (a dup'ed
+ * fd). The socket's member count answers at once in the usual case, one
+ * member per socket; above that, each member of @s is checked, as stale
+ * ones (their fd closed) count too. Called with ep->lock held.
+ */
 static bool ep_shares(struct ep_set *ep, struct xs_sock *s, int fd)
 {
+	struct ep_sref *r = ep_sref_find(ep, s);
+	struct ep_member *self = ep_find(ep, fd);
+	unsigned int others;
 	size_t i;
 
-	for (i = 0; i < ep->nr; i++)
-		if (ep->m[i].s == s && ep->m[i].fd != fd)
+	others = r ? r->count : 0;
+	if (self && self->s == s)
+		others--;
+	if (!others)
+		return false;
+	for (i = 0; i < ep->nr; i++) {
+		struct ep_member *m = ep->m[i];
+		struct xs_sock *now;
+
+		if (m->s != s || m->fd == fd)
+			continue;
+		now = ep_member_sock(m);
+		if (now)
+			xs_sock_put(now);
+		if (now == s)
 			return true;
+	}
 	return false;
 }
 
@@ -342,7 +469,7 @@ static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 	struct xs_sock *s = m->s;
 	int fd = m->fd;
 
-	*m = ep->m[--ep->nr];
+	ep_member_drop(ep, m);
 	if (live && !ep_shares(ep, s, fd))
 		ep_channels(ep, s, EPOLL_CTL_DEL);
 }
@@ -382,7 +509,7 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 			ep_channels(ep, s, EPOLL_CTL_ADD);
 	}
 	for (i = 0; i < ep->nr;) {
-		struct ep_member *m = &ep->m[i];
+		struct ep_member *m = ep->m[i];
 
 		if (m->s != s) {
 			i++;
@@ -398,7 +525,7 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 		ev.events = m->disabled ? 0 : m->events;
 		ev.data = m->data;
 		(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->fd, &ev);
-		*m = ep->m[--ep->nr];
+		ep_member_drop(ep, m);
 	}
 }
 
@@ -411,7 +538,7 @@ static void ep_settle(int epfd, struct ep_set *ep)
 
 	ep->connecting = false;
 	for (i = 0; i < ep->nr;) {
-		struct ep_member *m = &ep->m[i];
+		struct ep_member *m = ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
 
 		if (!s) {
@@ -451,13 +578,49 @@ static void ep_settle(int epfd, struct ep_set *ep)
 	ep_nest_sync(epfd, ep);
 }
 
+/*
+ * What an epoll_ctl() needs settled, without a pass over every member:
+ * the whole set while a connect is undecided or a look found a member
+ * closed or moved; else only the member of @fd (-1: none), a kernel fd
+ * now: closed behind epoll's back, or moved to its kernel TCP connection
+ * (the kernel's set must hold it before the call goes there). A member
+ * whose fd number came back as another socket is dropped by the caller
+ * (ep_ctl()). Called with ep->lock held.
+ */
+static void ep_settle_fd(int epfd, struct ep_set *ep, int fd)
+{
+	struct ep_member *m;
+	struct xs_sock *s;
+
+	if (ep->settle_due || ep->connecting) {
+		ep->settle_due = false;
+		ep_settle(epfd, ep);
+		return;
+	}
+	m = fd >= 0 ? ep_find(ep, fd) : NULL;
+	if (!m)
+		return;
+	s = ep_member_sock(m);
+	if (!s) {
+		ep_remove(ep, m, false);
+		ep->idle_valid = false;
+	} else if (!m->connecting && xs_sock_kind(s) == XS_KIND_RDMA &&
+		   xs_sock_plain(s)) {
+		ep->idle_valid = false;
+		ep_decided(epfd, ep, s, true);
+	}
+	if (s)
+		xs_sock_put(s);
+	ep_nest_sync(epfd, ep);
+}
+
 /* epoll_ctl for an emulated socket; @s's reference is the caller's. */
 static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		  struct epoll_event *event)
 {
 	struct ep_set *ep;
 	struct ep_member *m;
-	bool conn;
+	bool conn, shared;
 	int err = 0;
 
 	if (epfd == fd)
@@ -476,7 +639,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 				EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE))))
 		return -EINVAL;
 	pthread_mutex_lock(&ep->lock);
-	ep_settle(epfd, ep);
+	ep_settle_fd(epfd, ep, -1);
 	m = ep_find(ep, fd);
 	if (m && (m->s != s || m->incarnation != s->incarnation)) {
 		ep_remove(ep, m, false); /* fd closed and reused meanwhile */
@@ -488,18 +651,6 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			err = -EEXIST;
 			break;
 		}
-		if (ep->nr == ep->cap) {
-			size_t cap = ep->cap ? 2 * ep->cap : 8;
-			struct ep_member *nm =
-				realloc(ep->m, cap * sizeof(*nm));
-
-			if (!nm) {
-				err = -ENOMEM;
-				break;
-			}
-			ep->m = nm;
-			ep->cap = cap;
-		}
 		/* connecting first: decided meanwhile, it is read below */
 		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
 		xs_sock_take_over(s, fd);
@@ -508,21 +659,22 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 			err = -EXDEV; /* decided for TCP: the kernel's */
 			break;
 		}
-		if (!ep_shares(ep, s, fd)) {
+		shared = ep_shares(ep, s, fd);
+		m = ep_member_add(ep, fd, s);
+		if (!m) {
+			err = -ENOMEM;
+			break;
+		}
+		if (!shared) {
 			if (conn)
 				ep_evfd(ep, s, EPOLL_CTL_ADD);
 			else
 				ep_channels(ep, s, EPOLL_CTL_ADD);
 		}
-		ep->m[ep->nr++] = (struct ep_member){
-			.fd = fd,
-			.s = s,
-			.incarnation = s->incarnation,
-			.events = event->events,
-			.data = event->data,
-			.connecting = conn,
-			.nfds = -1,
-		};
+		m->incarnation = s->incarnation;
+		m->events = event->events;
+		m->data = event->data;
+		m->connecting = conn;
 		ep->connecting |= conn;
 		break;
 	case EPOLL_CTL_MOD:
@@ -590,7 +742,7 @@ int xs_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 
 		if (ep) { /* a member that fell back to TCP: the kernel's now */
 			pthread_mutex_lock(&ep->lock);
-			ep_settle(epfd, ep);
+			ep_settle_fd(epfd, ep, fd);
 			pthread_mutex_unlock(&ep->lock);
 		}
 		rc = XS_CALL(epoll_ctl, epfd, op, fd, event);
@@ -710,7 +862,7 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	start = ep->nr ? ep->cursor % ep->nr : 0;
 	for (seen = 0; seen < ep->nr && n < max; seen++) {
 		size_t i = (start + seen) % ep->nr;
-		struct ep_member *m = &ep->m[i];
+		struct ep_member *m = ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
 		uint32_t want, ready;
 		unsigned int look;

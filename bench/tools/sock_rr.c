@@ -16,7 +16,10 @@
  * latency, round trip / 2). With IDLE (default 0), IDLE more connections
  * are opened first, each echoes one byte once, and then they stay idle in
  * both epoll sets: what a busy connection costs in a server's set of
- * IDLE + CONNS members; the line then says idle=IDLE after conns. Both
+ * IDLE + CONNS members; the line then says idle=IDLE after conns, and
+ * ctl_ns=C at its end: what one epoll_ctl(EPOLL_CTL_MOD) of a busy
+ * connection costs in that set (the mean of RR_CTL_CALLS, taken before
+ * the first request; EPOLLRDHUP on and off, so nothing turns ready). Both
  * sides raise their soft RLIMIT_NOFILE to the hard limit. TCP_NODELAY on
  * every connection. Errors: a line on stderr and exit 1; bad usage exits
  * 2.
@@ -193,6 +196,24 @@ static int rr_connect(const struct sockaddr_in *sin, const char *ip,
 	return fd;
 }
 
+/* epoll_ctl() calls timed for ctl_ns */
+#define RR_CTL_CALLS 10000
+
+/* The mean cost of one epoll_ctl(EPOLL_CTL_MOD) of @fd in @ep, in ns. */
+static double rr_ctl_ns(int ep, int fd, uint64_t data)
+{
+	struct epoll_event ev = { .data.u64 = data };
+	uint64_t t0 = args_now_ns();
+	long j;
+
+	for (j = 0; j <= RR_CTL_CALLS; j++) {
+		ev.events = EPOLLIN | (j & 1 ? EPOLLRDHUP : 0);
+		if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0)
+			die_err(errno, "epoll_ctl MOD");
+	}
+	return (double)(args_now_ns() - t0) / (RR_CTL_CALLS + 1);
+}
+
 static int do_client(const char *ip, const char *port, long conns, long seconds,
 		     long size, long idle)
 {
@@ -201,6 +222,7 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 	static char req[RR_MAX_SIZE], buf[RR_MAX_SIZE];
 	struct samples rtt = { 0 };
 	uint64_t start, measure_from, end, t, done = 0;
+	double ctl_ns = 0;
 	struct rr_conn *c = calloc((size_t)conns, sizeof(*c));
 	int *idle_fd = calloc((size_t)idle + 1, sizeof(*idle_fd));
 	int ep, n, i;
@@ -224,6 +246,8 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 	}
 	for (j = 0; j < conns; j++)
 		c[j].fd = rr_connect(&sin, ip, port, ep, (uint64_t)j);
+	if (idle)
+		ctl_ns = rr_ctl_ns(ep, c[0].fd, 0);
 	start = args_now_ns();
 	measure_from = start + RR_WARMUP_NS;
 	end = measure_from + (uint64_t)seconds * 1000000000u;
@@ -272,10 +296,13 @@ static int do_client(const char *ip, const char *port, long conns, long seconds,
 	if (idle)
 		printf(" idle=%ld", idle);
 	printf(" size=%ld seconds=%ld transactions=%llu "
-	       "rate=%.1f p50_us=%.2f p99_us=%.2f\n",
+	       "rate=%.1f p50_us=%.2f p99_us=%.2f",
 	       size, seconds, (unsigned long long)done,
 	       (double)done / (double)seconds, samples_pct_us(&rtt, 0.50) / 2,
 	       samples_pct_us(&rtt, 0.99) / 2);
+	if (idle)
+		printf(" ctl_ns=%.0f", ctl_ns);
+	printf("\n");
 	for (j = 0; j < conns; j++)
 		close(c[j].fd);
 	for (j = 0; j < idle; j++)

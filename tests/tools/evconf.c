@@ -790,6 +790,44 @@ static void sc_oneshot(int fd)
 	close(ep);
 }
 
+/* 4. Two fds of one socket (dup) in one set: each is its own member, and
+ * removing one leaves the other reporting; with both gone, nothing. */
+static void sc_dup(int fd)
+{
+	struct epoll_event ev = { EPOLLIN, { .u64 = DATA_MAGIC + 16 } };
+	int ep = ep_make(fd, EPOLLIN, DATA_MAGIC + 15);
+	int d = dup(fd);
+
+	if (d < 0)
+		die("dup");
+	printf("dup-add: epoll_ctl=%d\n", epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev));
+	ctl_show("dup-add-again", ep, EPOLL_CTL_ADD, d, EPOLLIN, 0);
+	PEER("dup", "write 100");
+	settle("dup", fd, 100);
+	ep_show("dup-both", ep, READY_MS);
+	ctl_show("dup-del-first", ep, EPOLL_CTL_DEL, fd, 0, 1);
+	ep_show("dup-second", ep, READY_MS);
+	ctl_show("dup-del-first-again", ep, EPOLL_CTL_DEL, fd, 0, 1);
+	ev.events = EPOLLIN | EPOLLOUT;
+	printf("dup-mod-second: epoll_ctl=%d\n",
+	       epoll_ctl(ep, EPOLL_CTL_MOD, d, &ev));
+	ep_show("dup-second-io", ep, READY_MS);
+	ctl_show("dup-del-second", ep, EPOLL_CTL_DEL, d, 0, 1);
+	ep_show("dup-none", ep, NOTHING_MS);
+	rd("dup", fd, 100);
+	/* back in, the first fd alone: its socket's news still wakes */
+	ev.events = EPOLLIN;
+	ev.data.u64 = DATA_MAGIC + 15;
+	printf("dup-readd-first: epoll_ctl=%d\n",
+	       epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev));
+	ep_show("dup-readd-empty", ep, NOTHING_MS);
+	PEER("dup", "write 100");
+	ep_show("dup-readd", ep, READY_MS);
+	rd("dup", fd, 100);
+	close(d);
+	close(ep);
+}
+
 /* 5. EPOLLOUT comes back once the peer frees the send window. */
 static void sc_out(int fd)
 {
@@ -1390,6 +1428,7 @@ static int do_run(const char *ip, const char *port)
 	sc_lt(fd);
 	sc_et(fd);
 	sc_oneshot(fd);
+	sc_dup(fd);
 	sc_out(fd);
 	sc_ctl(fd);
 	sc_nested(fd);
