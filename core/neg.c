@@ -51,9 +51,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "core_int.h"
 #include "stats.h"
@@ -419,6 +422,18 @@ int xs_neg_send_hello(int fd)
 }
 
 /*
+ * Bytes queued to be read on TCP socket @fd (SIOCINQ), or -1 when it
+ * cannot tell. Unlike a recv(MSG_PEEK) on an empty queue, it never takes
+ * the socket's pending error (a reset) that the application must see.
+ */
+static int neg_inq(int fd)
+{
+	int n;
+
+	return xs_real.ioctl(fd, SIOCINQ, &n) == 0 ? n : -1;
+}
+
+/*
  * Look at the head of @fd's stream for a control message of @type (0:
  * any). Return: 1 with @m (and the bytes consumed), 0 nothing decisive
  * yet (no bytes, or a prefix), -1 application bytes, -2 end of stream or
@@ -426,7 +441,7 @@ int xs_neg_send_hello(int fd)
  */
 static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 	uint8_t buf[XS_TCP_MSG_LEN];
 	ssize_t n;
 	int r;
@@ -435,6 +450,10 @@ static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
 	 * here would take it (sock_error() clears it). */
 	if (xs_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLNVAL)))
 		return -2;
+	/* Nor may one that comes after that look be taken: a recv finds an
+	 * error only when no byte is queued, so none is made then. */
+	if (neg_inq(fd) == 0)
+		return p.revents & (POLLHUP | POLLRDHUP) ? -2 : 0;
 	n = xs_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
@@ -785,6 +804,8 @@ int xs_sock_strip(struct xs_sock *s, int fd, bool nonblock)
 
 			/* nothing at all: the kernel's EAGAIN; a prefix of
 			 * ours: ours, until the rest comes */
+			if (neg_inq(fd) == 0) /* (and no error taken) */
+				return 0;
 			return xs_real.recv(fd, &b, 1,
 					    MSG_PEEK | MSG_DONTWAIT) > 0
 				       ? -EAGAIN
