@@ -767,7 +767,7 @@ void xs_listener_destroy(struct xs_listener *l)
 }
 
 int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
-		      const struct xs_buf *b, uint64_t wr_id)
+		      const struct xs_buf *b, uint64_t wr_id, bool signaled)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)buf,
@@ -779,7 +779,8 @@ int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
 		.sg_list = &sge,
 		.num_sge = 1,
 		.opcode = IBV_WR_SEND,
-		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED,
+		.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+			      IBV_SEND_SOLICITED,
 	}, *bad;
 
 	if (len <= c->max_inline)

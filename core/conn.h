@@ -224,10 +224,13 @@ void xs_listener_destroy(struct xs_listener *l);
  * @len:  bytes
  * @b:    the pool buffer holding @buf, or NULL for an inline send
  * @wr_id: returned in the completion
+ * @signaled: whether it completes with a work completion; an unsignaled
+ *        one is done when a signaled WR posted after it completes (an RC
+ *        send queue completes in order), or fails with its own
  * Return: 0, or the negative errno of ibv_post_send.
  */
 int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
-		      const struct xs_buf *b, uint64_t wr_id);
+		      const struct xs_buf *b, uint64_t wr_id, bool signaled);
 
 /**
  * xs_conn_post_rndv() - expose a region and announce it: bind memory

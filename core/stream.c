@@ -1,12 +1,13 @@
 /*
  * core/stream.c - the eager byte stream over an RC connection (stream.h).
  *
- * Owns credits, the receive FIFO, the send slots and the completions:
- * eager sends, receives, and the state every other part of the stream
- * reads. The waits are core/stream_wait.c's (one thread at a time spins
- * on the CQ, then arms it and sleeps in poll(2) on the completion and CM
- * channels; the others wait on the stream's condition variable), large
- * sends core/stream_rndv.c's, a stream's end core/stream_end.c's.
+ * Owns the receive FIFO and the completions: receives, eager sends, and
+ * the state every other part of the stream reads. Its send slots and the
+ * posting of messages are core/stream_tx.c's; the waits
+ * core/stream_wait.c's (one thread at a time spins on the CQ, then arms
+ * it and sleeps in poll(2) on the completion and CM channels; the others
+ * wait on the stream's condition variable), large sends
+ * core/stream_rndv.c's, a stream's end core/stream_end.c's.
  * Producer side cf. SMC's smc_tx.c, consumer side smc_rx.c.
  * Context: any thread; s->lock guards every field.
  */
@@ -365,6 +366,8 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 	if (i >= s->tx_max || s->tx[i].kind == STREAM_SLOT_FREE)
 		return;
 	slot = &s->tx[i];
+	if (s->tx_unsig)
+		stream_unsignaled_done(s, slot->seq);
 	switch (slot->kind) {
 	case STREAM_SLOT_SEND:
 		s->tx_queued -= slot->len;
@@ -397,12 +400,7 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 		s->probe_posted = 0; /* answered: the silence starts again */
 		break;
 	}
-	if (stream_slot_awaited(slot))
-		s->tx_awaited--;
-	if (slot->buf.addr)
-		xs_pool_free(&s->c->dev->pool, &slot->buf);
-	*slot = (struct xs_stream_slot){ 0 };
-	s->tx_inflight--;
+	stream_slot_free(s, slot);
 }
 
 static void stream_send_fin(struct xs_stream *s);
@@ -442,7 +440,7 @@ int stream_poll_cq(struct xs_stream *s)
 	 * completion, or for the solicited ones while none of ours is in
 	 * flight (a post clears it: stream_slot_take()) */
 	s->cq_quiet = armed && n < STREAM_CQ_BATCH &&
-		      (!s->cq_armed_sol || !s->tx_inflight);
+		      (!s->cq_armed_sol || s->tx_inflight == s->tx_unsig);
 	if (n) {
 		stream_news();
 		s->pub->c.cq_polls_work++;
@@ -488,9 +486,11 @@ bool stream_peer_ended(struct xs_stream *s)
 	const struct xs_stream_rx *e;
 	uint32_t i;
 
+	/* (bytes of unsignaled sends, not known done, are known read: the
+	 * credits of every DATA came back) */
 	if (s->error || s->move_want || s->move_sent || s->peer_moved ||
-	    s->tx_queued || s->rndv_tx_bytes || s->rst_sent ||
-	    s->tx_credits != s->c->peer.credits)
+	    s->tx_queued > s->tx_unsig_bytes || s->rndv_tx_bytes ||
+	    s->rst_sent || s->tx_credits != s->c->peer.credits)
 		return false;
 	for (i = 0; i < s->rxq_len; i++) {
 		e = &s->rxq[(s->rxq_head + i) % s->c->nr_rx];
@@ -528,160 +528,6 @@ void stream_peer_lost(struct xs_stream *s, const char *why)
 		stream_reset(s, why);
 	s->peer_gone = true;
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-}
-
-/* A free send slot, or -1. */
-int stream_slot(struct xs_stream *s)
-{
-	uint32_t i;
-
-	if (s->tx_inflight >= s->tx_max)
-		return -1;
-	for (i = 0; i < s->tx_max; i++)
-		if (s->tx[i].kind == STREAM_SLOT_FREE)
-			return (int)i;
-	return -1;
-}
-
-/* Take slot @i for a WR just posted. */
-void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
-		      uint32_t len, const struct xs_buf *buf)
-{
-	struct xs_stream_slot *slot = &s->tx[i];
-
-	slot->kind = kind;
-	slot->arg = arg;
-	slot->len = len;
-	slot->buf = buf ? *buf : (struct xs_buf){ 0 };
-	s->tx_inflight++;
-	if (stream_slot_awaited(slot))
-		s->tx_awaited++;
-	/* a completion that the arm may not announce can come now, and a
-	 * waiter may need it: its next look arms again */
-	if (s->cq_armed_sol) {
-		s->cq_quiet = false;
-		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
-	}
-}
-
-/* A pool buffer of @len bytes, or -EAGAIN when the pool is exhausted. */
-int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
-{
-	int rc = xs_pool_alloc(&s->c->dev->pool, len, b);
-
-	if (rc == -ENOBUFS) {
-		s->pool_starved = true;
-		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
-		s->pub->c.pool_waits++;
-		return -EAGAIN; /* backpressure */
-	}
-	if (rc == 0)
-		s->pool_starved = false;
-	return rc;
-}
-
-/*
- * Build message @m (header, descriptor, then @len payload bytes from
- * @cur) where it will be posted from: @stack when it fits the QP's inline
- * size, else a pool buffer (*@b). Return: bytes, or -EAGAIN.
- */
-int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
-		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst)
-{
-	uint32_t hdr = m->type == XS_MSG_RNDV	     ? XS_WIRE_RNDV_LEN
-		       : m->type == XS_MSG_RNDV_DONE ? XS_WIRE_RNDV_DONE_LEN
-						     : 0;
-	uint32_t total = XS_WIRE_MSG_LEN + hdr + len;
-	int rc;
-
-	*b = (struct xs_buf){ 0 };
-	if (total <= s->c->max_inline && total <= STREAM_INLINE_STACK) {
-		*dst = stack;
-	} else {
-		rc = stream_alloc(s, total, b);
-		if (rc)
-			return rc;
-		*dst = b->addr;
-	}
-	m->credits = (uint16_t)s->rx_unreturned;
-	xs_wire_msg_encode(m, *dst);
-	if (len)
-		stream_iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len,
-				false);
-	return (int)total;
-}
-
-/* Bookkeeping after a message went out: its credit and the ones it
- * returned. */
-void stream_sent(struct xs_stream *s, enum xs_msg_type type,
-		 const struct xs_buf *b)
-{
-	if (type == XS_MSG_DATA || type == XS_MSG_RNDV)
-		s->tx_credits--;
-	s->rx_unreturned = 0;
-	if (type != XS_MSG_DATA)
-		return;
-	if (b->addr)
-		s->pub->c.msgs_eager++;
-	else
-		s->pub->c.msgs_inline++;
-}
-
-/*
- * Post one message now, its @len payload bytes taken from @cur, or
- * -EAGAIN when no credit, slot or pool buffer is free. DATA spends a
- * credit; control messages land in the peer's control buffers.
- */
-int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
-		uint32_t len)
-{
-	uint8_t stack[STREAM_INLINE_STACK];
-	struct xs_buf b;
-	int slot, total, rc;
-	void *dst;
-
-	m->len = len;
-	if (m->type == XS_MSG_DATA && s->tx_credits == 0)
-		return -EAGAIN;
-	slot = stream_slot(s);
-	if (slot < 0)
-		return -EAGAIN;
-	total = stream_build(s, m, cur, len, stack, &b, &dst);
-	if (total < 0)
-		return total;
-	if (b.addr)
-		stream_arm_widen(s); /* the pool buffer comes back with it */
-	rc = xs_conn_post_send(s->c, dst, (uint32_t)total, b.addr ? &b : NULL,
-			       STREAM_WR_SEND | (uint64_t)slot);
-	if (rc) {
-		if (b.addr)
-			xs_pool_free(&s->c->dev->pool, &b);
-		stream_reset(s, "ibv_post_send failed");
-		return -ECONNRESET;
-	}
-	stream_slot_take(s, slot, STREAM_SLOT_SEND, 0, len, &b);
-	s->tx_queued += len;
-	stream_sent(s, m->type, &b);
-	return 0;
-}
-
-int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
-{
-	struct xs_msg m = { .type = type };
-
-	return stream_post(s, &m, NULL, 0);
-}
-
-/*
- * Announce re-posted buffers once half the ring waits (cf. TCP's window
- * update); a control message, never blocks.
- */
-void stream_return_credits(struct xs_stream *s)
-{
-	if (s->error || s->rx_unreturned < (s->c->local.credits + 1u) / 2u)
-		return;
-	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
-		s->pub->c.credit_msgs++;
 }
 
 /*
@@ -974,6 +820,8 @@ static size_t stream_queued(struct xs_stream *s, bool out)
 
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
+	if (out)
+		stream_retire_unsignaled(s);
 	n = out		 ? s->tx_queued + s->rndv_tx_bytes
 	    : s->rd_shut ? 0
 			 : stream_readable(s);

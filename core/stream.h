@@ -75,9 +75,11 @@ struct xs_stream_rx {
 	uint32_t rkey, rid;
 };
 
-/* One signaled send-queue entry in flight (struct xs_stream.tx). */
+/* One send-queue entry in flight (struct xs_stream.tx). */
 struct xs_stream_slot {
 	uint8_t kind;	   /* STREAM_SLOT_*, 0 when free (stream.c) */
+	bool unsignaled;   /* SEND posted without IBV_SEND_SIGNALED */
+	uint32_t seq;	   /* post order (xs_stream.tx_seq) */
 	uint32_t arg;	   /* READ: receive FIFO position; INV: region */
 	uint32_t len;	   /* SEND: payload bytes */
 	struct xs_buf buf; /* pool buffer released on completion, or none */
@@ -150,11 +152,17 @@ struct xs_stream {
 			* saw the channel fd quiet need not poll the CQ */
 	/* send side */
 	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
-	uint32_t tx_inflight;	   /* signaled WRs posted, not completed */
+	uint32_t tx_inflight;	   /* WRs posted, not completed */
+	uint32_t tx_unsig;	   /* of those, unsignaled sends: done when
+				    * a later signaled WR completes */
+	uint32_t tx_unsig_run;	   /* unsignaled sends since the last
+				    * signaled WR was posted */
+	uint64_t tx_unsig_bytes;   /* payload bytes of the unsignaled ones */
+	uint32_t tx_seq;	   /* WRs posted, for slot.seq */
 	uint32_t tx_awaited;	   /* of those, the ones whose completion
 				    * frees more than a slot: READ, INV and
 				    * probe WRs, sends from a pool buffer */
-	uint32_t tx_max;	   /* signaled WRs the send queue holds */
+	uint32_t tx_max;	   /* WRs the send queue holds (slots) */
 	struct xs_stream_slot *tx; /* tx_max slots */
 	uint64_t tx_queued;	   /* payload bytes of in-flight sends */
 	struct xs_stream_region rndv[XS_RNDV_REGIONS];

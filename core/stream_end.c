@@ -240,7 +240,8 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	}
 	if (s->kernel_ended && !s->peer_fin && !s->peer_moved)
 		after = 0; /* its process may be gone: ask its QP now */
-	else if (s->tx_inflight || s->rndv_tx_bytes || !s->tx_credits)
+	else if (s->tx_inflight > s->tx_unsig || s->rndv_tx_bytes ||
+		 !s->tx_credits)
 		after = XS_PERSIST_US; /* stalled, or the peer owes us */
 	else if (keepidle_us)
 		after = keepidle_us;

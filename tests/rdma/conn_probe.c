@@ -217,7 +217,7 @@ static int send_data(struct xs_conn *c, const void *payload, uint32_t len)
 		return rc;
 	xs_wire_msg_encode(&m, b.addr);
 	memcpy((char *)b.addr + XS_WIRE_MSG_LEN, payload, len);
-	rc = xs_conn_post_send(c, b.addr, XS_WIRE_MSG_LEN + len, &b, 1);
+	rc = xs_conn_post_send(c, b.addr, XS_WIRE_MSG_LEN + len, &b, 1, true);
 	while (rc == 0) {
 		rc = wait_wc(c, &wc, 10000);
 		if (rc == 0 && wc.opcode == IBV_WC_SEND)
@@ -308,7 +308,7 @@ static int do_client(const char *ip, const char *port, uint32_t size)
 		struct ibv_wc wc;
 
 		xs_wire_msg_encode(&m, fin);
-		if (xs_conn_post_send(c, fin, sizeof(fin), NULL, 2) == 0)
+		if (xs_conn_post_send(c, fin, sizeof(fin), NULL, 2, true) == 0)
 			wait_wc(c, &wc, 5000);
 	}
 	xs_conn_destroy(c);
@@ -465,7 +465,7 @@ static int do_rogue(const char *ip, const char *port, const char *kind)
 		die("unknown rogue kind", EINVAL);
 	}
 	for (i = 0; i < n; i++) {
-		rc = xs_conn_post_send(c, msg, len, NULL, 7);
+		rc = xs_conn_post_send(c, msg, len, NULL, 7, true);
 		if (rc)
 			die("post", rc);
 		rc = wait_wc(c, &wc, 10000);
@@ -576,7 +576,7 @@ static int do_rogue_rx(const char *ip, const char *port, const char *kind)
 				     .rndv_rkey = m.rndv_rkey,
 				     .rndv_len = m.rndv_len };
 		xs_wire_msg_encode(&m, done);
-		rc = xs_conn_post_send(c, done, sizeof(done), NULL, 8);
+		rc = xs_conn_post_send(c, done, sizeof(done), NULL, 8, true);
 		if (rc)
 			die("post", rc);
 		usleep(500000);
