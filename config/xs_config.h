@@ -88,6 +88,7 @@ struct xs_config {
 	char rules[PATH_MAX];
 	uint64_t eager_limit;	     /* bytes */
 	uint64_t rndv_chunk;	     /* bytes */
+	uint64_t rndv_threshold;     /* bytes */
 	uint64_t inline_max;	     /* bytes */
 	uint64_t recv_bufs;	     /* receive buffers (credits) */
 	uint64_t pool_mb;	     /* MiB */

@@ -567,6 +567,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
 	uint32_t max, rndv_max, chunk;
+	bool rndv;
 	struct xs_msg m;
 	int rc = 0;
 
@@ -580,8 +581,13 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	chunk = cfg ? (uint32_t)cfg->rndv_chunk : 65536u;
 	if (rndv_max > chunk)
 		rndv_max = chunk;
-	if (rndv_max && !s->stage && !s->rndv_off &&
-	    total > c->local.eager_size && stream_stage_init(s, rndv_max)) {
+	/* A call of up to XSOCK_RNDV_THRESHOLD bytes goes as eager
+	 * messages: under it, the rendezvous's extra round trips (RNDV,
+	 * READ, DONE) cost more than the credits the messages take. */
+	rndv = total > c->local.eager_size &&
+	       total > (cfg ? cfg->rndv_threshold : 32768u);
+	if (rndv_max && rndv && !s->stage && !s->rndv_off &&
+	    stream_stage_init(s, rndv_max)) {
 		xs_log_once(XS_LOG_INFO, "stream",
 			    "cannot register a rendezvous staging area: "
 			    "large sends go eagerly");
@@ -607,8 +613,10 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			rc = XS_STREAM_MOVED;
 			break;
 		}
-		if (rndv_max && total - sent > c->local.eager_size) {
-			/* beyond XSOCK_EAGER_LIMIT: rendezvous */
+		if (rndv_max && rndv && total - sent > c->local.eager_size) {
+			/* a call beyond XSOCK_RNDV_THRESHOLD: rendezvous
+			 * regions until XSOCK_EAGER_LIMIT bytes or fewer
+			 * are left */
 			chunk = total - sent < rndv_max
 					? (uint32_t)(total - sent)
 					: rndv_max;

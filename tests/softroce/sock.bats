@@ -131,10 +131,11 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 }
 
 # bats test_tags=two
-@test "sock: echo from 1 B to 64 MiB across the inline, eager and ring edges" {
+@test "sock: echo from 1 B to 64 MiB across the inline, eager, rendezvous and ring edges" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	local sizes=(1 2 63 64 65 247 248 249 255 256 257 4087 4088 4089 4095 4096
-		4097 8176 8177 65535 65536 131072 131073 1048576 4194304 16777216)
+		4097 8176 8177 32768 32769 65535 65536 131072 131073 1048576 4194304
+		16777216)
 	[[ "$XS_TOPOLOGY" == two ]] || sizes+=(67108864)
 	local total=0 s
 	for s in "${sizes[@]}"; do total=$((total + s)); done
@@ -145,10 +146,12 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	cat "$XS_RUN_DIR/cli.stats"
 	[[ $(stat cli connects) == 1 && $(stat cli tcp) == 0 ]]
 	[[ $(stat cli sent) == "$total" && $(stat cli received) == "$total" ]]
-	# beyond XSOCK_EAGER_LIMIT (4096) every write goes as rendezvous
-	# regions of XSOCK_RNDV_CHUNK (65536) until 4096 bytes or fewer remain
+	# a write of up to XSOCK_RNDV_THRESHOLD (32768) goes as eager
+	# messages; beyond it as rendezvous regions of XSOCK_RNDV_CHUNK
+	# (65536) until XSOCK_EAGER_LIMIT (4096) bytes or fewer remain
 	local regions=0 left
 	for s in "${sizes[@]}"; do
+		((s > 32768)) || continue
 		for ((left = s; left > 4096; left -= left < 65536 ? left : 65536)); do
 			regions=$((regions + 1))
 		done
@@ -193,7 +196,7 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 @test "sock: a sender that ends by exit() or _exit() without close() delivers every byte, then EOF" {
 	local how size
 	# exit() with 3,000,000 B; _exit() right after a last send of 1 B,
-	# 64 KiB (eager) and 8 MiB (rendezvous)
+	# 64 KiB (one region) and 8 MiB (rendezvous)
 	for how in "exit 3000000" "_exit 1" "_exit 65536" "_exit 8388608"; do
 		size=${how#* } how=${how% *}
 		port=$((port + 1))
