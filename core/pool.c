@@ -59,6 +59,12 @@ static size_t pool_class_size(unsigned int c)
 	return (size_t)XS_POOL_MIN_BUF << c;
 }
 
+/* Buffers one superblock of class @c holds. */
+static size_t pool_per_sb(unsigned int c)
+{
+	return XS_POOL_SUPERBLOCK / pool_class_size(c);
+}
+
 int xs_pool_init(struct xs_pool *p, const struct xs_pool_ops *ops, void *pd,
 		 size_t max_bytes)
 {
@@ -75,43 +81,84 @@ int xs_pool_init(struct xs_pool *p, const struct xs_pool_ops *ops, void *pd,
 	p->ops = ops;
 	p->pd = pd;
 	for (c = 0; c < XS_POOL_NR_CLASSES; c++)
-		p->free_sb[c] = -1;
+		p->room[c] = -1;
 	return 0;
+}
+
+/* Deregister, unmap and forget superblock @sb's memory. */
+static void pool_sb_drop(struct xs_pool *p, struct xs_pool_sb *sb)
+{
+	p->ops->dereg(sb->mr);
+	munmap(sb->base, XS_POOL_SUPERBLOCK);
+	free(sb->inuse);
+	*sb = (struct xs_pool_sb){ .prev = -1, .next = -1 };
+	p->nr_registered--;
 }
 
 void xs_pool_fini(struct xs_pool *p)
 {
 	size_t i;
 
-	for (i = 0; i < p->nr_sb; i++) {
-		p->ops->dereg(p->sb[i].mr);
-		munmap(p->sb[i].base, XS_POOL_SUPERBLOCK);
-		free(p->sb[i].inuse);
-	}
+	for (i = 0; i < p->nr_sb; i++)
+		if (p->sb[i].base)
+			pool_sb_drop(p, &p->sb[i]);
 	free(p->sb);
 	pthread_mutex_destroy(&p->lock);
 	memset(p, 0, sizeof(*p));
 }
 
-/* Register one more superblock for class @c. Called with p->lock held. */
+/* Put superblock @s on its class's list of superblocks with room (at the
+ * head: the next allocation of the class comes from it). Called with
+ * p->lock held. */
+static void pool_room_add(struct xs_pool *p, int s)
+{
+	struct xs_pool_sb *sb = &p->sb[s];
+	int *head = &p->room[sb->cls];
+
+	sb->prev = -1;
+	sb->next = *head;
+	if (*head >= 0)
+		p->sb[*head].prev = s;
+	*head = s;
+	sb->has_room = true;
+}
+
+/* Take superblock @s off that list. Called with p->lock held. */
+static void pool_room_del(struct xs_pool *p, int s)
+{
+	struct xs_pool_sb *sb = &p->sb[s];
+
+	if (sb->prev >= 0)
+		p->sb[sb->prev].next = sb->next;
+	else
+		p->room[sb->cls] = sb->next;
+	if (sb->next >= 0)
+		p->sb[sb->next].prev = sb->prev;
+	sb->has_room = false;
+}
+
+/* Register one more superblock for class @c, in the first free slot.
+ * Called with p->lock held. */
 static int pool_grow(struct xs_pool *p, unsigned int c)
 {
 	struct xs_pool_sb *sb;
-	size_t nr_bufs = XS_POOL_SUPERBLOCK / pool_class_size(c);
+	size_t i;
 	int rc;
 
-	if (p->nr_sb == p->max_sb) {
+	if (p->nr_registered == p->max_sb) {
 		p->nr_exhausted++;
 		return -ENOBUFS;
 	}
-	sb = &p->sb[p->nr_sb];
+	for (i = 0; i < p->nr_sb && p->sb[i].base; i++)
+		;
+	sb = &p->sb[i];
 	sb->base = mmap(NULL, XS_POOL_SUPERBLOCK, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (sb->base == MAP_FAILED) {
 		sb->base = NULL;
 		return -ENOMEM;
 	}
-	sb->inuse = calloc((nr_bufs + 63) / 64, sizeof(uint64_t));
+	sb->inuse = calloc((pool_per_sb(c) + 63) / 64, sizeof(uint64_t));
 	if (!sb->inuse) {
 		rc = -ENOMEM;
 		goto out_unmap;
@@ -122,8 +169,13 @@ static int pool_grow(struct xs_pool *p, unsigned int c)
 		goto out_free_bitmap;
 	sb->cls = c;
 	sb->carved = 0;
-	p->free_sb[c] = (int)p->nr_sb;
-	p->nr_sb++;
+	sb->free = NULL;
+	sb->nr_inuse = 0;
+	if (i == p->nr_sb)
+		p->nr_sb++;
+	p->nr_registered++;
+	p->nr_free[c] += pool_per_sb(c);
+	pool_room_add(p, (int)i);
 	return 0;
 
 out_free_bitmap:
@@ -133,18 +185,6 @@ out_unmap:
 	munmap(sb->base, XS_POOL_SUPERBLOCK);
 	sb->base = NULL;
 	return rc;
-}
-
-/* The superblock holding @addr, or -1. Called with p->lock held. */
-static int pool_sb_of(struct xs_pool *p, const void *addr)
-{
-	size_t i;
-
-	for (i = 0; i < p->nr_sb; i++)
-		if ((const uint8_t *)addr >= p->sb[i].base &&
-		    (const uint8_t *)addr < p->sb[i].base + XS_POOL_SUPERBLOCK)
-			return (int)i;
-	return -1;
 }
 
 static void pool_mark(struct xs_pool_sb *sb, const void *addr, bool inuse)
@@ -162,6 +202,7 @@ static void pool_mark(struct xs_pool_sb *sb, const void *addr, bool inuse)
 
 int xs_pool_alloc(struct xs_pool *p, size_t len, struct xs_buf *out)
 {
+	struct xs_pool_sb *sb;
 	unsigned int c;
 	size_t size;
 	void *addr;
@@ -172,30 +213,31 @@ int xs_pool_alloc(struct xs_pool *p, size_t len, struct xs_buf *out)
 	c = pool_class(len);
 	size = pool_class_size(c);
 	pthread_mutex_lock(&p->lock);
-	addr = p->free_list[c];
-	if (addr) {
-		memcpy(&p->free_list[c], addr, sizeof(void *));
-		s = pool_sb_of(p, addr);
-	} else {
-		if (p->free_sb[c] < 0) {
-			rc = pool_grow(p, c);
-			if (rc)
-				goto out_unlock;
-		}
-		s = p->free_sb[c];
-		addr = p->sb[s].base + p->sb[s].carved;
-		p->sb[s].carved += size;
-		if (p->sb[s].carved == XS_POOL_SUPERBLOCK)
-			p->free_sb[c] = -1;
+	if (p->room[c] < 0) {
+		rc = pool_grow(p, c);
+		if (rc)
+			goto out_unlock;
 	}
-	XS_ASSERT(s >= 0);
-	pool_mark(&p->sb[s], addr, true);
+	s = p->room[c];
+	sb = &p->sb[s];
+	if (sb->free) {
+		addr = sb->free;
+		memcpy(&sb->free, addr, sizeof(void *));
+	} else {
+		addr = sb->base + sb->carved;
+		sb->carved += size;
+	}
+	if (!sb->free && sb->carved == XS_POOL_SUPERBLOCK)
+		pool_room_del(p, s);
+	pool_mark(sb, addr, true);
+	sb->nr_inuse++;
+	p->nr_free[c]--;
 	p->bytes_in_use += size;
 	out->addr = addr;
 	out->size = size;
-	out->lkey = p->sb[s].lkey;
+	out->lkey = sb->lkey;
 	out->sb = (uint32_t)s;
-	out->mr = p->sb[s].mr;
+	out->mr = sb->mr;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	return rc;
@@ -204,17 +246,31 @@ out_unlock:
 void xs_pool_free(struct xs_pool *p, const struct xs_buf *b)
 {
 	struct xs_pool_sb *sb;
+	unsigned int c;
 
 	pthread_mutex_lock(&p->lock);
 	XS_ASSERT(b->sb < p->nr_sb);
 	sb = &p->sb[b->sb];
-	XS_ASSERT(b->size == pool_class_size(sb->cls));
+	XS_ASSERT(sb->base && b->size == pool_class_size(sb->cls));
 	XS_ASSERT((const uint8_t *)b->addr >= sb->base &&
+		  (const uint8_t *)b->addr < sb->base + XS_POOL_SUPERBLOCK &&
 		  (size_t)((const uint8_t *)b->addr - sb->base) % b->size == 0);
+	c = sb->cls;
 	pool_mark(sb, b->addr, false);
-	memcpy(b->addr, &p->free_list[sb->cls], sizeof(void *));
-	p->free_list[sb->cls] = b->addr;
+	memcpy(b->addr, &sb->free, sizeof(void *));
+	sb->free = b->addr;
+	sb->nr_inuse--;
+	p->nr_free[c]++;
 	p->bytes_in_use -= b->size;
+	if (!sb->has_room)
+		pool_room_add(p, (int)b->sb);
+	if (sb->nr_inuse == 0 && p->nr_free[c] >= 2 * pool_per_sb(c)) {
+		/* the class keeps a superblock's worth free without it */
+		pool_room_del(p, (int)b->sb);
+		p->nr_free[c] -= pool_per_sb(c);
+		p->nr_released++;
+		pool_sb_drop(p, sb);
+	}
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -223,7 +279,7 @@ size_t xs_pool_registered_bytes(struct xs_pool *p)
 	size_t n;
 
 	pthread_mutex_lock(&p->lock);
-	n = p->nr_sb * (size_t)XS_POOL_SUPERBLOCK;
+	n = p->nr_registered * (size_t)XS_POOL_SUPERBLOCK;
 	pthread_mutex_unlock(&p->lock);
 	return n;
 }

@@ -4,15 +4,21 @@
  * Memory is registered once, in 4 MiB superblocks (XRDMA's superblock size),
  * with local access only: no byte of the pool is ever remote-readable or
  * remote-writable, nor can a memory window be bound over it. (Rendezvous
- * regions live in each connection's own staging MR: core/stream.h.) Superblocks are carved by a slab allocator into
+ * regions live in each connection's own staging MR: core/stream.h.)
+ * Superblocks are carved by a slab allocator into
  * power-of-two buffers of 64 B to 4 MiB; each superblock serves one size
- * class. The pool never grows past its byte limit (XSOCK_POOL_MB): an
+ * class. Superblocks are registered as buffers are asked for, and one
+ * that an allocation frees wholly is deregistered while its class keeps
+ * another superblock's worth of free buffers (so a class whose use swings
+ * around a superblock boundary does not register and deregister on every
+ * message). The pool never grows past its byte limit (XSOCK_POOL_MB): an
  * exhausted pool answers -ENOBUFS and the caller waits (backpressure).
  */
 #ifndef XS_CORE_POOL_H
 #define XS_CORE_POOL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +46,8 @@ struct xs_buf {
 	void *mr;      /* its MR (struct ibv_mr * on a real device) */
 };
 
+/* One superblock; a slot whose base is NULL holds none (never registered,
+ * or deregistered once emptied) and is reused by the next registration. */
 struct xs_pool_sb {
 	uint8_t *base;
 	void *mr;
@@ -47,6 +55,10 @@ struct xs_pool_sb {
 	unsigned int cls; /* size class this superblock serves */
 	size_t carved;	  /* bytes handed to the class so far */
 	uint64_t *inuse;  /* one bit per buffer: allocated */
+	void *free;	  /* freed buffers, intrusive: next in the buffer */
+	size_t nr_inuse;  /* buffers out */
+	int prev, next;	  /* in its class's list of superblocks with room */
+	bool has_room;	  /* on that list: a freed buffer, or room to carve */
 };
 
 struct xs_pool {
@@ -54,12 +66,14 @@ struct xs_pool {
 	const struct xs_pool_ops *ops;
 	void *pd;
 	size_t max_sb; /* superblocks allowed by the byte limit */
-	size_t nr_sb;
+	size_t nr_sb;  /* slots used in @sb, registered or not */
+	size_t nr_registered;
 	struct xs_pool_sb *sb;
-	void *free_list[XS_POOL_NR_CLASSES]; /* intrusive: next in the buffer */
-	int free_sb[XS_POOL_NR_CLASSES]; /* superblock still carving, or -1 */
+	int room[XS_POOL_NR_CLASSES];	    /* superblocks with room, or -1 */
+	size_t nr_free[XS_POOL_NR_CLASSES]; /* buffers not out, per class */
 	size_t bytes_in_use;
 	uint64_t nr_exhausted; /* -ENOBUFS answers */
+	uint64_t nr_released;  /* superblocks deregistered once emptied */
 };
 
 /**
@@ -96,13 +110,17 @@ int xs_pool_alloc(struct xs_pool *p, size_t len, struct xs_buf *out);
  * xs_pool_free() - give a buffer back
  * @p: pool
  * @b: what xs_pool_alloc() returned; freeing twice is a bug (asserted)
+ *
+ * Context: any thread; takes p->lock, and deregisters (a system call) the
+ * buffer's superblock under it when this leaves the superblock unused and
+ * its class holds at least two superblocks' worth of free buffers.
  */
 void xs_pool_free(struct xs_pool *p, const struct xs_buf *b);
 
 /**
  * xs_pool_registered_bytes() - bytes registered so far
  * @p: pool
- * Return: superblocks registered times XS_POOL_SUPERBLOCK.
+ * Return: superblocks registered now times XS_POOL_SUPERBLOCK.
  */
 size_t xs_pool_registered_bytes(struct xs_pool *p);
 

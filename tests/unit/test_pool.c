@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_pool.c - the registered buffer pool over a fake
  * registration seam: size classes, superblock registration, the byte
- * limit and backpressure, reuse, no overlap, and double-free detection.
+ * limit and backpressure, reuse, no overlap, the release of emptied
+ * superblocks (and none at a boundary swing), and double-free detection.
  */
 #include <errno.h>
 #include <signal.h>
@@ -160,6 +161,98 @@ XT_TEST(registration_failure_is_reported)
 	XT_ASSERT_EQ(xs_pool_alloc(&p, 64, &b), 0);
 	XT_ASSERT_EQ(nr_reg, 1);
 	xs_pool_fini(&p);
+}
+
+XT_TEST(emptied_superblock_released_while_its_class_keeps_one_free)
+{
+	struct xs_pool p;
+	struct xs_buf a, b, c, d;
+
+	setup(&p, 12); /* three superblocks; one 4 MiB buffer each */
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &a), 0);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &b), 0);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &c), 0);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &d), -ENOBUFS);
+	xs_pool_free(&p, &a); /* the class's only free superblock: kept */
+	XT_ASSERT_EQ(nr_dereg, 0);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), 3 * XS_POOL_SUPERBLOCK);
+	xs_pool_free(&p, &b); /* a's is free too: b's goes */
+	XT_ASSERT_EQ(nr_dereg, 1);
+	XT_ASSERT_EQ(p.nr_released, 1);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), 2 * XS_POOL_SUPERBLOCK);
+	xs_pool_free(&p, &c);
+	XT_ASSERT_EQ(nr_dereg, 2);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), XS_POOL_SUPERBLOCK);
+	XT_ASSERT_EQ(p.bytes_in_use, 0);
+	/* the kept one serves the next request; the limit counts what is
+	 * registered now, so two more fit, in the released slots */
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &a), 0);
+	XT_ASSERT_EQ(nr_reg, 3);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &b), 0);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &c), 0);
+	XT_ASSERT_EQ(nr_reg, 5);
+	XT_ASSERT(a.sb < 3 && b.sb < 3 && c.sb < 3);
+	XT_ASSERT(a.sb != b.sb && b.sb != c.sb && a.sb != c.sb);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 4u << 20, &d), -ENOBUFS);
+	memset(a.addr, 1, a.size);
+	memset(b.addr, 2, b.size);
+	memset(c.addr, 3, c.size);
+	XT_ASSERT_EQ(((unsigned char *)a.addr)[a.size - 1], 1);
+	xs_pool_fini(&p);
+	XT_ASSERT_EQ(nr_dereg, nr_reg);
+}
+
+XT_TEST(a_use_that_swings_at_a_superblock_boundary_registers_once)
+{
+	size_t n = XS_POOL_SUPERBLOCK / 4096, i;
+	struct xs_buf *b = calloc(n + 1, sizeof(*b));
+	struct xs_pool p;
+
+	XT_ASSERT(b != NULL);
+	setup(&p, 64);
+	for (i = 0; i < n; i++)
+		XT_ASSERT_EQ(xs_pool_alloc(&p, 4096, &b[i]), 0);
+	XT_ASSERT_EQ(nr_reg, 1);
+	for (i = 0; i < 100; i++) { /* one buffer over, then back */
+		XT_ASSERT_EQ(xs_pool_alloc(&p, 4096, &b[n]), 0);
+		XT_ASSERT(b[n].sb != b[0].sb);
+		xs_pool_free(&p, &b[n]);
+	}
+	XT_ASSERT_EQ(nr_reg, 2);
+	XT_ASSERT_EQ(nr_dereg, 0);
+	/* all back: the class keeps one superblock, not two */
+	for (i = 0; i < n; i++)
+		xs_pool_free(&p, &b[i]);
+	XT_ASSERT_EQ(nr_dereg, 1);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), XS_POOL_SUPERBLOCK);
+	xs_pool_fini(&p);
+	XT_ASSERT_EQ(nr_dereg, 2);
+	free(b);
+}
+
+XT_TEST(a_burst_given_back_leaves_one_superblock_per_class)
+{
+	size_t n = 3 * (XS_POOL_SUPERBLOCK / 64), i;
+	struct xs_buf *b = calloc(n, sizeof(*b));
+	struct xs_buf big;
+	struct xs_pool p;
+
+	XT_ASSERT(b != NULL);
+	setup(&p, 64);
+	XT_ASSERT_EQ(xs_pool_alloc(&p, 1u << 20, &big), 0);
+	for (i = 0; i < n; i++)
+		XT_ASSERT_EQ(xs_pool_alloc(&p, 64, &b[i]), 0);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), 4 * XS_POOL_SUPERBLOCK);
+	for (i = 0; i < n; i++)
+		xs_pool_free(&p, &b[n - 1 - i]);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), 2 * XS_POOL_SUPERBLOCK);
+	XT_ASSERT_EQ(p.nr_released, 2);
+	XT_ASSERT_EQ(p.bytes_in_use, 1u << 20); /* the other class's, kept */
+	xs_pool_free(&p, &big);
+	XT_ASSERT_EQ(xs_pool_registered_bytes(&p), 2 * XS_POOL_SUPERBLOCK);
+	xs_pool_fini(&p);
+	XT_ASSERT_EQ(nr_dereg, 4);
+	free(b);
 }
 
 XT_TEST(double_free_aborts)
