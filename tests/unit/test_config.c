@@ -68,7 +68,7 @@ static void expect_invalid(const char *name, const char *value, const char *msg)
 	/* never half-applied: defaults everywhere, and passthrough */
 	XT_ASSERT_EQ(cfg.mode, XS_MODE_OFF);
 	XT_ASSERT_EQ(cfg.eager_limit, 4096);
-	XT_ASSERT_EQ(cfg.pool_mb, 64);
+	XT_ASSERT_EQ(cfg.pool_mb, 1024);
 	XT_ASSERT_EQ(cfg.log_level, XS_LOG_OFF);
 }
 
@@ -94,8 +94,9 @@ XT_TEST(defaults)
 	XT_ASSERT_STREQ(cfg.log_path, "");
 	XT_ASSERT_STREQ(cfg.rules, "");
 	XT_ASSERT_EQ(cfg.eager_limit, 4096);
+	XT_ASSERT_EQ(cfg.rndv_threshold, 32768);
 	XT_ASSERT_EQ(cfg.inline_max, 256);
-	XT_ASSERT_EQ(cfg.pool_mb, 64);
+	XT_ASSERT_EQ(cfg.pool_mb, 1024);
 	XT_ASSERT_EQ(cfg.spin_us, 1000);
 	XT_ASSERT_EQ(cfg.connect_timeout_ms, 3000);
 	XT_ASSERT_STREQ(cfg.device, "");
