@@ -1,6 +1,6 @@
 /*
  * core/wait.h - what poll/select (core/poll.c) and the epoll engine
- * (core/epoll.c) share; core/ only.
+ * (core/epoll.c, core/epoll_wait.c) share; core/ only.
  */
 #ifndef XS_CORE_WAIT_H
 #define XS_CORE_WAIT_H
