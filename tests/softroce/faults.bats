@@ -392,7 +392,7 @@ outage_end()
 # ---- resources ----------------------------------------------------------------
 
 @test "faults: a 1 MiB pool on both sides under 12 streaming connections: backpressure, every byte intact" {
-	local least
+	local least intact
 	remote_bg srv env $(xsenv srv) XSOCK_POOL_MB=1 python3 \
 		"$PY/flow_peer.py" serve "$XS_ADDR_A" "$port"
 	server_ready srv rdma
@@ -403,14 +403,22 @@ outage_end()
 	# every connection moved: a full pool slows, never stalls
 	least=$(sed -nE 's/^intact [0-9]+ bytes on 12 connections, at least ([0-9]+) each$/\1/p' <<<"$output")
 	((least >= 1 << 20))
-	cat "$XS_RUN_DIR/cli.stats"
-	# the pool was exhausted, and each connection RDMA or, turned away
-	# for want of pool, kernel TCP with reason resource
-	(($(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/cli.stats" | awk '{print $5}') > 0))
+	intact=$(grep ^intact <<<"$output")
+	# the server's summary too (flow_peer.py exits on SIGTERM)
+	"$XS_REMOTE" --kill srv --signal TERM >/dev/null || true # its status
+	retry_for 30 grep -q 'waits credit' "$XS_RUN_DIR/srv.stats"
+	cat "$XS_RUN_DIR/cli.stats" "$XS_RUN_DIR/srv.stats"
+	# the pool was exhausted (on the side that READs the other's 64 KiB
+	# regions, or that sends from pool buffers), and each connection RDMA
+	# or, turned away for want of pool, kernel TCP with reason resource
+	local waits_cli waits_srv
+	waits_cli=$(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/cli.stats" | awk '{print $5}')
+	waits_srv=$(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/srv.stats" | awk '{print $5}')
+	((waits_cli + waits_srv > 0))
 	(($(stat cli rdma) >= 1 && $(stat cli rdma) + $(stat cli tcp) == 12))
 	[[ "$(stat cli tcp)" == "$(stat cli resource)" ]]
-	note "$BATS_TEST_DESCRIPTION: $(grep ^intact <<<"$output"); $(stat cli rdma) over RDMA;" \
-		"$(grep -oE 'waits credit [0-9]+ pool [0-9]+' "$XS_RUN_DIR/cli.stats")"
+	note "$BATS_TEST_DESCRIPTION: $intact; $(stat cli rdma) over RDMA;" \
+		"pool waits: client $waits_cli, server $waits_srv"
 }
 
 @test "faults: RLIMIT_MEMLOCK too low for a non-root process: kernel TCP with reason resource, bytes intact" {

@@ -4,9 +4,9 @@ the network or the server misbehave while it runs and judge what it says.
 
   flow_peer.py serve IP PORT [--keepalive IDLE,INTVL,CNT]
         echo every connection back, any number of them, driven by epoll;
-        runs until killed; prints "failed KIND after MS ms" for each
-        connection that fails (MS since a byte last moved on it) and
-        "closed" for each that ends with EOF
+        runs until killed (SIGTERM: exits as by exit()); prints "failed
+        KIND after MS ms" for each connection that fails (MS since a byte
+        last moved on it) and "closed" for each that ends with EOF
   flow_peer.py stream IP PORT SECONDS [--keepalive IDLE,INTVL,CNT]
         connect, then for SECONDS write a known byte sequence without
         pause and read the echo back, driven by epoll, checking every byte;
@@ -45,6 +45,7 @@ that then answered came back intact, 1 otherwise.
 """
 import errno
 import select
+import signal
 import socket
 import sys
 import time
@@ -341,6 +342,9 @@ def main():
         sys.exit(__doc__)
     ip, port = args[1], int(args[2])
     if args[0] == "serve":
+        # SIGTERM ends the server as an exit does, so exit handlers run
+        # (XSOCK_STATS writes its summary)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         serve(ip, port, keepalive)
     if args[0] == "many":
         sys.exit(many(ip, port, int(args[3]), float(args[4])))
