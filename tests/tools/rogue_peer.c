@@ -42,8 +42,8 @@
  *                  has invalidated the window by its echo), READ again
  *   done-twice     READ and release it, then RNDV_DONE for it again
  *                  (reset)
- *   read-past-partial READ and release it, send 8 KiB more, READ 64 bytes
- *                  past the 8 KiB region that comes back: refused, or
+ *   read-past-partial READ and release it, send 40 KiB more, READ 64 bytes
+ *                  past the 40 KiB region that comes back: refused, or
  *                  (a device that checks a window's MR, not the window:
  *                  rxe) served from the rest of that region, which may
  *                  hold only earlier bytes of this stream or zeros
@@ -96,8 +96,13 @@
 #define ROGUE_TX_SLOT  8192u  /* bytes: room for DATA past any eager size */
 #define ROGUE_REGION   65536u /* the rogue's own exposed region, bytes */
 #define ROGUE_SINK     (2u * ROGUE_REGION) /* READ target, bytes */
-#define WR_SEND	       (1ull << 32)
-#define WR_RDMA	       (1ull << 33)
+/* bytes of read-past-partial's second region: above the server's
+ * XSOCK_RNDV_THRESHOLD (32 KiB), so that its echo comes back as a
+ * region, and below XSOCK_RNDV_CHUNK (64 KiB), so that the region is
+ * exposed in part */
+#define ROGUE_PARTIAL 40960u
+#define WR_SEND	      (1ull << 32)
+#define WR_RDMA	      (1ull << 33)
 
 struct rogue {
 	int tcp; /* the connection's TCP half (core/neg.c), kept open */
@@ -798,7 +803,7 @@ static int release(struct rogue *r, const struct xs_msg *x)
 
 /*
  * Past the window of a region exposed in part: after the 64 KiB region
- * @x is released, 8 KiB more come back as a region of 8 KiB, and the
+ * @x is released, 40 KiB more come back as a region of 40 KiB, and the
  * rogue READs 64 bytes just past it. A device that checks windows
  * refuses; one that checks only the MR under them (rxe) serves the
  * region's stale bytes, which xsock keeps to earlier bytes of this same
@@ -810,7 +815,7 @@ static int attack_partial(struct rogue *r, const struct xs_msg *x)
 		.type = XS_MSG_RNDV,
 		.rndv_addr = (uintptr_t)r->expo,
 		.rndv_rkey = r->expo_mr->rkey,
-		.rndv_len = 8192,
+		.rndv_len = ROGUE_PARTIAL,
 		.rndv_id = 2,
 	};
 	struct xs_msg y;
@@ -821,9 +826,10 @@ static int attack_partial(struct rogue *r, const struct xs_msg *x)
 	if (release(r, x))
 		return 1;
 	send_msg(r, &m);
-	if (!wait_msg(r, XS_MSG_RNDV, bound_ms, &y) || y.rndv_len != 8192) {
-		printf("attack %s: no RNDV of 8192 bytes from the server\n",
-		       attack);
+	if (!wait_msg(r, XS_MSG_RNDV, bound_ms, &y) ||
+	    y.rndv_len != ROGUE_PARTIAL) {
+		printf("attack %s: no RNDV of %u bytes from the server\n",
+		       attack, ROGUE_PARTIAL);
 		return 1;
 	}
 	st = rdma_try(r, IBV_WR_RDMA_READ, 64, y.rndv_addr + y.rndv_len,
