@@ -204,9 +204,11 @@ static int conn_resolve_addr(struct xs_conn *c, const struct sockaddr *dst,
 static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 {
 	c->local.version = XS_WIRE_VERSION;
-	/* F_RNDV: we can expose regions; max_rndv: we READ regions */
-	c->local.flags = (p->max_rndv && c->nr_mw ? XS_HELLO_F_RNDV : 0) |
-			 XS_HELLO_F_SOLICITED;
+	/* F_RNDV: we may expose regions (the windows come with the first
+	 * send that needs them: xs_conn_windows_alloc()); max_rndv: we READ
+	 * regions */
+	c->local.flags =
+		(p->max_rndv ? XS_HELLO_F_RNDV : 0) | XS_HELLO_F_SOLICITED;
 	c->local.credits = p->credits;
 	c->local.eager_size = p->eager_size;
 	c->local.max_rndv = p->max_rndv;
@@ -265,21 +267,6 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 			    "cannot set the ACK timeout (%s): the fabric's "
 			    "default applies",
 			    strerror(errno));
-	/* Windows for rendezvous; a device without type-2 windows sends
-	 * everything eagerly. */
-	while (p->max_rndv && c->nr_mw < XS_RNDV_REGIONS) {
-		c->mw[c->nr_mw] = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
-		if (!c->mw[c->nr_mw]) {
-			while (c->nr_mw)
-				ibv_dealloc_mw(c->mw[--c->nr_mw]);
-			xs_log_once(XS_LOG_INFO, "conn",
-				    "no type-2 memory windows (%s): large "
-				    "sends go eagerly",
-				    strerror(errno));
-			break;
-		}
-		c->nr_mw++;
-	}
 	c->rx = calloc(nr_rx, sizeof(*c->rx));
 	if (!c->rx)
 		return -ENOMEM;
@@ -490,6 +477,29 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
 out:
 	xs_conn_destroy(c);
 	return rc;
+}
+
+int xs_conn_windows_alloc(struct xs_conn *c)
+{
+	int rc;
+
+	if (c->nr_mw)
+		return 0;
+	while (c->nr_mw < XS_RNDV_REGIONS) {
+		c->mw[c->nr_mw] = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
+		if (!c->mw[c->nr_mw]) {
+			rc = errno ? -errno : -ENOMEM; /* verbs: NULL, errno */
+			while (c->nr_mw)
+				ibv_dealloc_mw(c->mw[--c->nr_mw]);
+			xs_log_once(XS_LOG_INFO, "conn",
+				    "no type-2 memory windows (%s): large "
+				    "sends go eagerly",
+				    strerror(-rc));
+			return rc;
+		}
+		c->nr_mw++;
+	}
+	return 0;
 }
 
 void xs_conn_destroy(struct xs_conn *c)

@@ -94,7 +94,8 @@ struct xs_conn {
 	 * but it comes (core/stream.c); none when p->max_rndv is 0 */
 	struct xs_buf rx_spare;
 	uint32_t max_inline; /* what the QP really granted */
-	/* type-2 memory windows for rendezvous regions; nr_mw 0 when the
+	/* type-2 memory windows for rendezvous regions, allocated by the
+	 * first send that needs them; nr_mw 0 until then, and when the
 	 * device has none (the connection then sends everything eagerly) */
 	struct ibv_mw *mw[XS_RNDV_REGIONS];
 	unsigned int nr_mw;
@@ -152,6 +153,17 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
  * @c: connection; NULL is ignored
  */
 void xs_conn_destroy(struct xs_conn *c);
+
+/**
+ * xs_conn_windows_alloc() - the connection's XS_RNDV_REGIONS type-2 memory
+ * windows, for rendezvous regions; does nothing when it has them
+ * @c: connection
+ *
+ * Context: the stream's lock held; calls rdma-core (ibv_alloc_mw, a
+ * system call each). Return: 0, or the -errno of ibv_alloc_mw (no window
+ * is kept then: large sends go eagerly).
+ */
+int xs_conn_windows_alloc(struct xs_conn *c);
 
 /**
  * xs_listener_create() - listen with rdma_cm on @local (RDMA_PS_TCP)

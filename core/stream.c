@@ -86,7 +86,6 @@ unsigned long xs_stream_news(void)
 int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 {
 	pthread_condattr_t ca;
-	uint32_t i;
 
 	stream_news(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
@@ -107,8 +106,6 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 		memset(s, 0, sizeof(*s));
 		return -ENOMEM;
 	}
-	for (i = 0; i < c->nr_mw; i++)
-		s->rndv[i].rkey = c->mw[i]->rkey;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -575,9 +572,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	pthread_mutex_lock(&s->lock);
 	max = c->peer.eager_size - XS_WIRE_MSG_LEN;
 	/* Rendezvous when we can expose regions and the peer READs them */
-	rndv_max = c->nr_mw && (c->local.flags & XS_HELLO_F_RNDV)
-			   ? c->peer.max_rndv
-			   : 0;
+	rndv_max = (c->local.flags & XS_HELLO_F_RNDV) ? c->peer.max_rndv : 0;
 	chunk = cfg ? (uint32_t)cfg->rndv_chunk : 65536u;
 	if (rndv_max > chunk)
 		rndv_max = chunk;
@@ -589,8 +584,8 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	if (rndv_max && rndv && !s->stage && !s->rndv_off &&
 	    stream_stage_init(s, rndv_max)) {
 		xs_log_once(XS_LOG_INFO, "stream",
-			    "cannot register a rendezvous staging area: "
-			    "large sends go eagerly");
+			    "cannot set up rendezvous (windows, staging "
+			    "area): large sends go eagerly");
 		s->rndv_off = true;
 	}
 	rndv_max = s->stage ? s->stage_chunk : 0;

@@ -26,9 +26,10 @@
  * lets a peer read nothing outside the region it was given, not even the
  * neighbouring regions of its own connection (at worst, past the bytes
  * exposed, stale bytes of this region: earlier bytes of this same stream).
- * Set up at the first large send, so connections that never send one
- * register nothing. Return: 0, or a negative errno (the stream then sends
- * everything eagerly).
+ * Set up, with the connection's windows, at the first send beyond
+ * XSOCK_RNDV_THRESHOLD, so connections that never send one register and
+ * allocate nothing for it. Return: 0, or a negative errno (the stream
+ * then sends everything eagerly).
  */
 int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 {
@@ -37,6 +38,13 @@ int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 	uint32_t i;
 	int rc;
 
+	if (!s->c->nr_mw) {
+		rc = xs_conn_windows_alloc(s->c);
+		if (rc)
+			return rc;
+		for (i = 0; i < s->c->nr_mw; i++)
+			s->rndv[i].rkey = s->c->mw[i]->rkey;
+	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED)
