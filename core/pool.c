@@ -120,7 +120,6 @@ static void pool_room_add(struct xs_pool *p, int s)
 	if (*head >= 0)
 		p->sb[*head].prev = s;
 	*head = s;
-	sb->has_room = true;
 }
 
 /* Take superblock @s off that list. Called with p->lock held. */
@@ -134,7 +133,6 @@ static void pool_room_del(struct xs_pool *p, int s)
 		p->room[sb->cls] = sb->next;
 	if (sb->next >= 0)
 		p->sb[sb->next].prev = sb->prev;
-	sb->has_room = false;
 }
 
 /* Register one more superblock for class @c, in the first free slot.
@@ -256,14 +254,14 @@ void xs_pool_free(struct xs_pool *p, const struct xs_buf *b)
 		  (const uint8_t *)b->addr < sb->base + XS_POOL_SUPERBLOCK &&
 		  (size_t)((const uint8_t *)b->addr - sb->base) % b->size == 0);
 	c = sb->cls;
+	if (!sb->free && sb->carved == XS_POOL_SUPERBLOCK)
+		pool_room_add(p, (int)b->sb); /* full until now: room again */
 	pool_mark(sb, b->addr, false);
 	memcpy(b->addr, &sb->free, sizeof(void *));
 	sb->free = b->addr;
 	sb->nr_inuse--;
 	p->nr_free[c]++;
 	p->bytes_in_use -= b->size;
-	if (!sb->has_room)
-		pool_room_add(p, (int)b->sb);
 	if (sb->nr_inuse == 0 && p->nr_free[c] >= 2 * pool_per_sb(c)) {
 		/* the class keeps a superblock's worth free without it */
 		pool_room_del(p, (int)b->sb);

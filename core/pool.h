@@ -18,7 +18,6 @@
 #define XS_CORE_POOL_H
 
 #include <pthread.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,8 +56,9 @@ struct xs_pool_sb {
 	uint64_t *inuse;  /* one bit per buffer: allocated */
 	void *free;	  /* freed buffers, intrusive: next in the buffer */
 	size_t nr_inuse;  /* buffers out */
-	int prev, next;	  /* in its class's list of superblocks with room */
-	bool has_room;	  /* on that list: a freed buffer, or room to carve */
+	/* in its class's list of superblocks with room (a freed buffer, or
+	 * room to carve): on it exactly while it has some */
+	int prev, next;
 };
 
 struct xs_pool {
