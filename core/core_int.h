@@ -128,14 +128,29 @@ void xs_wake_all(void);
  * (shared with the parent); from the atfork child handler. */
 void xs_wake_fork_child(void);
 
+/*
+ * The stack of a thread of ours, in bytes, unless its starter asks for
+ * another size. glibc's default is RLIMIT_STACK (8 MiB): a mapping that
+ * holds whole 2 MiB-aligned ranges, so with transparent huge pages set to
+ * "always" (Debian's kernel default) the first touch of a new thread's
+ * stack top faults in, and zeroes, a 2 MiB page - for every worker of a
+ * burst of non-blocking connects and every probe thread of the xsock-cm
+ * helper. Below 2 MiB no such range fits. 512 KiB is twice
+ * the linger reaper's 256 KiB and leaves the sanitizer build's larger
+ * frames room; the deepest of our threads' calls (rdma-core's first
+ * device open: sysfs reads, a provider's dlopen) use far less.
+ */
+#define XS_THREAD_STACK (512u << 10)
+
 /**
  * xs_thread_start() - start a thread of the library's: detached, every
  *                     signal blocked in it (core/thread.c)
  * @fn, @arg:    what it runs
- * @stack_bytes: its stack size, 0 for the default
+ * @stack_bytes: its stack size in bytes, 0 for XS_THREAD_STACK
  * @name:        its name (pthread_setname_np: 15 characters), or NULL
  * Context: any thread; the caller's signal mask is restored before return.
- * Return: 0, or a negative errno from pthread_create() (-EAGAIN).
+ * Return: 0, or a negative errno from pthread_create() (-EAGAIN) or
+ *         pthread_attr_setstacksize() (-EINVAL).
  */
 int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 		    const char *name);

@@ -25,8 +25,12 @@ int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 	if (rc)
 		return -rc;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (stack_bytes)
-		pthread_attr_setstacksize(&attr, stack_bytes);
+	rc = pthread_attr_setstacksize(&attr, stack_bytes ? stack_bytes
+							  : XS_THREAD_STACK);
+	if (rc) {
+		pthread_attr_destroy(&attr);
+		return -rc;
+	}
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&t, &attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
