@@ -1133,6 +1133,7 @@ void xs_sock_conn_params(struct xs_conn_params *p)
 int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 {
 	struct xs_stream *st = malloc(sizeof(*st));
+	char peer[SOCK_ADDR_TEXT];
 	int rc;
 
 	if (!st) {
@@ -1180,6 +1181,9 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	pthread_mutex_lock(&s->lock);
 	sock_set_kind(s, XS_KIND_RDMA, XS_FB_NONE);
 	pthread_mutex_unlock(&s->lock);
+	xs_dbg("sock", "connection with %s over rdma (%s, qp %u) in %llu us",
+	       sock_peer_text(s, peer, sizeof(peer)), s->pub->device,
+	       s->pub->qp_num, (unsigned long long)s->pub->setup_us);
 	sock_linger_reap();
 	return 0;
 }

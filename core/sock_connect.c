@@ -5,6 +5,7 @@
  * peer's listener and the hand-over to the negotiation (core/neg.c).
  * Context: any thread; s->lock is taken after fdtab.lock, never before.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -86,6 +87,29 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
  * answers EFAULT for a bad one, where reading it here would crash. The
  * copy goes through process_vm_readv(2) on ourselves, which fails cleanly.
  */
+/*
+ * The peer address of @s as published for xsock-stat ("10.0.0.2:6379",
+ * "[fe80::1]:6379"), or "?" before one is known, in @buf of @len bytes
+ * (SOCK_ADDR_TEXT holds any). Return: @buf. For debug lines.
+ */
+const char *sock_peer_text(const struct xs_sock *s, char *buf, size_t len)
+{
+	const struct sockaddr_in6 *a = &s->pub->peer;
+	char ip[INET6_ADDRSTRLEN];
+
+	if (a->sin6_family == AF_INET &&
+	    inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, ip,
+		      sizeof(ip)))
+		snprintf(buf, len, "%s:%u", ip,
+			 ntohs(((const struct sockaddr_in *)a)->sin_port));
+	else if (a->sin6_family == AF_INET6 &&
+		 inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip)))
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	else
+		snprintf(buf, len, "?");
+	return buf;
+}
+
 /* The fallback reason for an xs_conn_connect() error. */
 int xs_sock_connect_reason(int rc)
 {
@@ -193,6 +217,12 @@ void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 
 void xs_sock_neg_done(struct xs_sock *s, int reason)
 {
+	char peer[SOCK_ADDR_TEXT];
+
+	if (reason != XS_FB_NONE && reason != XS_NEG_PEER_GONE)
+		xs_dbg("sock", "connection with %s over tcp (%s)",
+		       sock_peer_text(s, peer, sizeof(peer)),
+		       xs_fallback_name(reason));
 	xs_self_del(s);
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&s->neg, XS_NEG_NONE);
@@ -424,6 +454,9 @@ static void *sock_connect_main(void *arg)
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
+	if (!negotiable && xs_sock_kind(s) == XS_KIND_TCP)
+		xs_dbg("sock", "fd %d connects over tcp (%s)", a->app_fd,
+		       xs_fallback_name(s->reason));
 	/* a child forked meanwhile learns a TCP outcome from the table */
 	if (!negotiable && sock_connect_shared(a) &&
 	    xs_sock_kind(s) == XS_KIND_TCP)

@@ -148,6 +148,46 @@ held_pair()
 	wait "$cli"
 }
 
+@test "diag: XSOCK_LOG=debug names each connection's transport as it is decided: RDMA on both sides, a non-blocking connect's fallback and its reason" {
+	local n ip='[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+'
+	# over RDMA: the client's line and the server's, each with its peer
+	remote_bg dsrv env $(xsenv dsrv) XSOCK_LOG=debug:"$XS_RUN_DIR/dsrv.log" \
+		python3 "$PY/diag_peer.py" serve "$XS_ADDR_A" "$port" 1000
+	server_ready dsrv rdma
+	env $(xsenv dcli) XSOCK_LOG=debug:"$BATS_TEST_TMPDIR/dcli.log" \
+		python3 "$PY/diag_peer.py" send "$XS_ADDR_A" "$port" 10x100 \
+		>"$BATS_TEST_TMPDIR/cli.out" 2>&1 &
+	cli=$!
+	locals+=("$cli")
+	wait_line "$BATS_TEST_TMPDIR/cli.out" held
+	grep -E "sock: connection with $XS_ADDR_A:$port over rdma \(rxe[0-9]+, qp [1-9][0-9]*\) in [1-9][0-9]* us$" \
+		"$BATS_TEST_TMPDIR/dcli.log"
+	grep -E "sock: connection with $ip:[1-9][0-9]* over rdma \(rxe[0-9]+, qp [1-9][0-9]*\) in [1-9][0-9]* us$" \
+		"$XS_RUN_DIR/dsrv.log"
+	run -1 grep -E 'over tcp' "$BATS_TEST_TMPDIR/dcli.log" "$XS_RUN_DIR/dsrv.log"
+	kill -TERM "$cli"
+	wait "$cli"
+
+	# a non-blocking connect to a server without xsock: its worker
+	# decides, and names the application's fd and the reason
+	port=$((port + 1))
+	remote_bg plain python3 "$PY/diag_peer.py" serve "$XS_ADDR_A" "$port" 1
+	server_ready plain tcp
+	run -0 env $(xsenv nbc) XSOCK_LOG=debug:"$BATS_TEST_TMPDIR/nbc.log" python3 -c '
+import select, socket, sys
+s = socket.socket()
+s.setblocking(False)
+s.connect_ex((sys.argv[1], int(sys.argv[2])))
+select.select([], [s], [], 30)
+assert s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+s.setblocking(True)
+s.sendall(b"x")
+print(s.fileno())' "$XS_ADDR_A" "$port"
+	n=$output
+	grep -x "xsock\[[0-9.]*\] D sock: fd $n connects over tcp (peer-no-xsock)" "$BATS_TEST_TMPDIR/nbc.log"
+	[[ "$(stat nbc peer-no-xsock)" == 1 ]]
+}
+
 @test "diag: xsock-check says RDMA, with device, QP and round trip, against xsock-check --server" {
 	remote_bg chk "$PWD/$CHECK" --server "$XS_ADDR_A:$port"
 	server_ready chk rdma
