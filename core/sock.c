@@ -960,6 +960,11 @@ int xs_copy_in(void *dst, const void *src, size_t n)
 	return r == (ssize_t)n ? 0 : -EFAULT;
 }
 
+/*
+ * Copy the application's address without trusting the pointer: the kernel
+ * answers EFAULT for a bad one, where reading it here would crash. The
+ * copy goes through process_vm_readv(2) on ourselves, which fails cleanly.
+ */
 bool sock_copy_addr(const struct sockaddr *addr, socklen_t len,
 		    struct sockaddr_storage *out)
 {

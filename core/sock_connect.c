@@ -83,11 +83,6 @@ static int sock_choose(enum xs_role role, const struct sockaddr *addr,
 }
 
 /*
- * Copy the application's address without trusting the pointer: the kernel
- * answers EFAULT for a bad one, where reading it here would crash. The
- * copy goes through process_vm_readv(2) on ourselves, which fails cleanly.
- */
-/*
  * The peer address of @s as published for xsock-stat ("10.0.0.2:6379",
  * "[fe80::1]:6379"), or "?" before one is known, in @buf of @len bytes
  * (SOCK_ADDR_TEXT holds any). Return: @buf. For debug lines.
