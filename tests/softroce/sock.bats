@@ -525,13 +525,20 @@ blast_ended()
 	echo "plain: $output"
 	[[ "$output" == "$kernel" ]]
 	[[ $(stat nbplain tcp) == 1 && $(stat nbplain peer-no-xsock) == 1 ]]
-	# nobody listens: the kernel's refusal reaches SO_ERROR
-	run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$((port + 2))" poll
+	# nobody listens: the kernel's refusal reaches SO_ERROR. The port is
+	# one that no listener on the server side holds (a process of
+	# another test may hold a random one: named in the TAP stream)
+	local none=$((port + 2))
+	while "$XS_REMOTE" bash -c "ss -Hltnp 'sport = :$none' | grep ." >"$BATS_TEST_TMPDIR/held"; do
+		note "port $none is taken: $(cat "$BATS_TEST_TMPDIR/held")"
+		none=$((none + 1))
+	done
+	run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$none" poll
 	kernel=$output
 	[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: ECONNREFUSED' ]]
 	for how in poll epoll sleep; do
 		run --separate-stderr timeout 30 env $(xsenv nbnobody) XSOCK_RDMA_RETRY_MS=0 \
-			"$XSNET" nbconnect "$XS_ADDR_A" "$((port + 2))" "$how"
+			"$XSNET" nbconnect "$XS_ADDR_A" "$none" "$how"
 		echo "nobody $how: $output"
 		[[ "$output" == "$kernel" ]]
 	done
