@@ -45,7 +45,18 @@ static __thread bool ep_hash_oom;
 struct ep_sref {
 	struct xs_sock *s; /* key */
 	unsigned int count;
-	UT_hash_handle hh; /* in ep_set.by_sock */
+	struct ep_member *members;	   /* linked by ep_member.sib */
+	struct ep_chan *chan[XS_POLL_FDS]; /* its channel fds in by_chan */
+	UT_hash_handle hh;		   /* in ep_set.by_sock */
+};
+
+/* A channel fd of a socket in the inner set, so that the fds a look finds
+ * readable wake their members at once (ep_wake_news()). A number that
+ * comes back as another socket's channel replaces its stale entry. */
+struct ep_chan {
+	int fd; /* key */
+	struct ep_sref *r;
+	UT_hash_handle hh; /* in ep_set.by_chan */
 };
 
 /* fds that were put into some epoll set with epoll_ctl(), before they had
@@ -163,6 +174,7 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 				free(ep);
 				ep = NULL;
 			} else {
+				ep->notes = xs_sock_notes_end();
 				ep_nest_init(epfd, ep);
 				atomic_store(&ep_table[epfd], ep);
 			}
@@ -258,6 +270,139 @@ static struct ep_sref *ep_sref_find(struct ep_set *ep, struct xs_sock *s)
 	return r;
 }
 
+/* Members @i and @j of ep->m[] trade places. */
+static void ep_swap(struct ep_set *ep, size_t i, size_t j)
+{
+	struct ep_member *a = ep->m[i];
+
+	ep->m[i] = ep->m[j];
+	ep->m[j] = a;
+	ep->m[i]->idx = i;
+	a->idx = j;
+}
+
+/* Idle member @m into the awake part of ep->m[]: looks look at it again.
+ * Called with ep->lock held. */
+void ep_wake(struct ep_set *ep, struct ep_member *m)
+{
+	if (!m->idle)
+		return;
+	m->idle = false;
+	ep_swap(ep, m->idx, ep->nr_awake++);
+}
+
+static void ep_wake_sref(struct ep_set *ep, struct ep_sref *r)
+{
+	struct ep_member *m;
+
+	for (m = r->members; m; m = m->sib)
+		ep_wake(ep, m);
+}
+
+static void ep_wake_all(struct ep_set *ep)
+{
+	size_t i;
+
+	for (i = ep->nr_awake; i < ep->nr; i++)
+		ep->m[i]->idle = false;
+	ep->nr_awake = ep->nr;
+}
+
+/* Notes read per look; more since the last and every member is woken. */
+#define EP_NOTES_BATCH 256
+
+/*
+ * Wake the idle members that may have news: those of the sockets noted
+ * since the set's last look (xs_sock_notes()), and those with a channel
+ * fd among the @nchan readable ones in @chan. @all: which channel fds are
+ * readable is not known: wake every member. O(news): an idle member costs
+ * a look nothing. Called with ep->lock held.
+ */
+void ep_wake_news(struct ep_set *ep, const struct epoll_event *chan, int nchan,
+		  bool all)
+{
+	struct xs_sock *noted[EP_NOTES_BATCH];
+	struct ep_sref *r;
+	struct ep_chan *c;
+	int n, i;
+
+	n = xs_sock_notes(&ep->notes, noted, EP_NOTES_BATCH);
+	if (all || n < 0 || (nchan > 0 && ep->chan_lossy)) {
+		ep_wake_all(ep);
+		return;
+	}
+	for (i = 0; i < n && ep->nr_awake < ep->nr; i++) {
+		r = ep_sref_find(ep, noted[i]);
+		if (r)
+			ep_wake_sref(ep, r);
+	}
+	for (i = 0; i < nchan && ep->nr_awake < ep->nr; i++) {
+		HASH_FIND_INT(ep->by_chan, &chan[i].data.fd, c);
+		if (c)
+			ep_wake_sref(ep, c->r);
+	}
+}
+
+/* The members a look flagged idle leave the awake part of ep->m[].
+ * Called with ep->lock held. */
+void ep_rest(struct ep_set *ep)
+{
+	size_t i = 0;
+
+	while (i < ep->nr_awake) {
+		if (ep->m[i]->idle)
+			ep_swap(ep, i, --ep->nr_awake);
+		else
+			i++;
+	}
+}
+
+/* The channel fds of @r leave by_chan. */
+static void ep_chan_forget(struct ep_set *ep, struct ep_sref *r)
+{
+	int k;
+
+	for (k = 0; k < XS_POLL_FDS; k++) {
+		if (!r->chan[k])
+			continue;
+		HASH_DEL(ep->by_chan, r->chan[k]);
+		free(r->chan[k]);
+		r->chan[k] = NULL;
+	}
+}
+
+/* Channel fd @fd, @r's @k-th, into by_chan, in place of a stale entry of
+ * the same number. Memory short: by_chan is lossy from then on. */
+static void ep_chan_learn(struct ep_set *ep, struct ep_sref *r, int k, int fd)
+{
+	struct ep_chan *c;
+	int j;
+
+	HASH_FIND_INT(ep->by_chan, &fd, c);
+	if (c) {
+		HASH_DEL(ep->by_chan, c);
+		for (j = 0; j < XS_POLL_FDS; j++)
+			if (c->r->chan[j] == c)
+				c->r->chan[j] = NULL;
+		free(c);
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		ep->chan_lossy = true;
+		return;
+	}
+	c->fd = fd;
+	c->r = r;
+	ep_hash_oom = false;
+	HASH_ADD_INT(ep->by_chan, fd, c);
+	if (ep_hash_oom) {
+		free(c);
+		ep->chan_lossy = true;
+		return;
+	}
+	r->chan[k] = c;
+}
+
 /*
  * A new member @fd of socket @s (its other fields zero but nfds, -1).
  * Return: it, or NULL when memory ran out (nothing added: -ENOMEM).
@@ -306,8 +451,11 @@ static struct ep_member *ep_member_add(struct ep_set *ep, int fd,
 		goto fail;
 	}
 	r->count++;
+	m->sib = r->members;
+	r->members = m;
 	m->idx = ep->nr;
 	ep->m[ep->nr++] = m;
+	ep_swap(ep, m->idx, ep->nr_awake++); /* awake: looked at next */
 	return m;
 fail:
 	free(m);
@@ -319,15 +467,30 @@ fail:
 static void ep_member_drop(struct ep_set *ep, struct ep_member *m)
 {
 	struct ep_sref *r = ep_sref_find(ep, m->s);
+	struct ep_member **p;
 	size_t i = m->idx;
 
+	if (r) {
+		for (p = &r->members; *p; p = &(*p)->sib) {
+			if (*p == m) {
+				*p = m->sib;
+				break;
+			}
+		}
+	}
 	if (r && --r->count == 0) {
+		ep_chan_forget(ep, r);
 		HASH_DEL(ep->by_sock, r);
 		free(r);
 	}
 	HASH_DEL(ep->by_fd, m);
-	ep->m[i] = ep->m[--ep->nr];
-	ep->m[i]->idx = i;
+	/* out of its part, then out of the array: what moves into its
+	 * place comes from a place after it */
+	if (i < ep->nr_awake) {
+		ep_swap(ep, i, --ep->nr_awake);
+		i = ep->nr_awake;
+	}
+	ep_swap(ep, i, --ep->nr);
 	free(m);
 }
 
@@ -364,15 +527,24 @@ static bool ep_shares(struct ep_set *ep, struct xs_sock *s, int fd)
 	return false;
 }
 
+/* The channel fds of @s into the inner set, or out of it (@op), and into
+ * or out of by_chan with them. */
 static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	struct ep_sref *r = ep_sref_find(ep, s);
 	int fds[XS_POLL_FDS], n, k;
 
+	if (r)
+		ep_chan_forget(ep, r);
 	n = xs_sock_poll_fds(s, fds);
 	for (k = 0; k < n; k++) {
 		ev.data.fd = fds[k];
 		xs_real.epoll_ctl(ep->inner, op, fds[k], &ev);
+		if (op == EPOLL_CTL_ADD && r)
+			ep_chan_learn(ep, r, k, fds[k]);
+		else if (op == EPOLL_CTL_ADD)
+			ep->chan_lossy = true; /* no socket entry to name */
 	}
 }
 
@@ -429,9 +601,13 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 		       bool moved)
 {
 	bool rdma = !moved && xs_sock_polled(s);
+	struct ep_sref *r = ep_sref_find(ep, s);
 	struct epoll_event ev;
 	size_t i;
 
+	/* awake before the pass below, which a wake's move would upset */
+	if (r)
+		ep_wake_sref(ep, r);
 	if (moved) {
 		ep_channels(ep, s, EPOLL_CTL_DEL);
 	} else {
@@ -447,7 +623,6 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 			continue;
 		}
 		m->connecting = false;
-		m->idle = false;
 		m->nfds = -1; /* its channels are new */
 		if (rdma) {
 			i++;
@@ -621,7 +796,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		m->data = event->data;
 		m->reported = 0;
 		m->disabled = false;
-		m->idle = false; /* new events may be ready at once */
+		ep_wake(ep, m); /* new events may be ready at once */
 		break;
 	case EPOLL_CTL_DEL:
 		if (!m) {

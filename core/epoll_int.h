@@ -35,13 +35,13 @@ struct ep_member {
 	bool disabled;		/* EPOLLONESHOT fired, awaiting EPOLL_CTL_MOD */
 	bool connecting; /* registered while a non-blocking connect ran: its
 			  * eventfd, not channels, is in the inner set */
-	/* An armed look found it with nothing to report, and its stream's
-	 * readiness counter was idle_gen: while that holds and none of its
-	 * channel fds is readable, nothing changed (what could arrives on
-	 * its armed CQ and makes a channel fd readable), so looks skip it
-	 * (ep_collect()). */
+	/* An armed look found it with nothing to report: it waits in the
+	 * idle part of ep_set.m[], which looks skip, until a note of its
+	 * socket (xs_sock_notes()) or a readable channel fd of it wakes it
+	 * (ep_wake()); what could change it arrives on its armed CQ and
+	 * makes a channel fd readable, or is noted. */
 	bool idle;
-	unsigned long idle_gen;
+	struct ep_member *sib;	  /* the next member of the same socket */
 	int nfds;		  /* chan_fd[] entries; -1: not learnt yet */
 	int chan_fd[XS_POLL_FDS]; /* its socket's channel fds, in order */
 	size_t idx;		  /* its place in ep_set.m[] */
@@ -49,12 +49,19 @@ struct ep_member {
 };
 
 struct ep_sref; /* core/epoll.c's: member counts by socket */
+struct ep_chan; /* core/epoll.c's: a channel fd's socket */
 
 struct ep_set {
 	pthread_mutex_t lock; /* before any core/ lock: core/xs_core.h */
 	int inner;	      /* private epoll fd: the members' channel fds */
-	struct ep_member **m; /* nr members, in no order; each m[i]->idx = i */
-	size_t nr, cap;
+	/* nr members, each m[i]->idx = i: the awake ones first (nr_awake,
+	 * in no order), which looks look at, then the idle ones */
+	struct ep_member **m;
+	size_t nr, nr_awake, cap;
+	unsigned long notes;	 /* the next note to read (xs_sock_notes()) */
+	struct ep_chan *by_chan; /* channel fd -> its socket (uthash) */
+	bool chan_lossy; /* by_chan lost an entry (no memory): a readable
+			  * channel fd wakes every member */
 	struct ep_member *by_fd; /* the members by fd (uthash): O(1) ctl */
 	struct ep_sref *by_sock; /* member counts by socket (uthash) */
 	size_t cursor; /* where the next collection starts (round robin) */
@@ -93,5 +100,9 @@ void ep_put(struct ep_set *ep);
 struct xs_sock *ep_member_sock(const struct ep_member *m);
 void ep_nest_mark(struct ep_set *ep, bool ready);
 void ep_settle(int epfd, struct ep_set *ep);
+void ep_wake(struct ep_set *ep, struct ep_member *m);
+void ep_wake_news(struct ep_set *ep, const struct epoll_event *chan, int nchan,
+		  bool all);
+void ep_rest(struct ep_set *ep);
 
 #endif /* XS_CORE_EPOLL_INT_H */

@@ -100,12 +100,13 @@ static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
  * armed look after the spin drains what the spin left readable.
  * EP_SPIN_CHAN (with EP_SPIN): the inner set is looked at too, so that
  * members with news on a readable channel fd are looked at.
- * Idle members (struct ep_member.idle) are skipped: an armed look found
- * nothing to report, their counter has not moved since, and none of their
- * channel fds is known readable. An idle set of N members then costs a
- * look at the members with news, plus a reference each, not N looks; a
- * spin's look (no channel fds read) leaves their news to its next
- * EP_SPIN_CHAN look or to the armed look.
+ * Idle members (struct ep_member.idle) are not looked at: an armed look
+ * found nothing to report, no note of their socket came since, and none
+ * of their channel fds is known readable (ep_wake_news()). A look then
+ * costs O(members with news), not O(members): one busy connection among
+ * N idle ones costs the same at any N. A spin's look (no channel fds
+ * read) leaves what came on their armed CQs to its next EP_SPIN_CHAN look
+ * or to the armed look.
  * @starved: set when an armed member waits for pool memory (may be NULL).
  */
 static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
@@ -131,14 +132,17 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		if (nchan < 0)
 			nchan = EP_CHAN_BATCH; /* cannot tell: drain them all */
 	}
-	start = ep->nr ? ep->cursor % ep->nr : 0;
-	for (seen = 0; seen < ep->nr && n < max; seen++) {
-		size_t i = (start + seen) % ep->nr;
+	ep_wake_news(ep, chan, nchan, nchan >= EP_CHAN_BATCH);
+	/* the awake members only; none leaves that part during the pass
+	 * (ep_rest() after it) */
+	start = ep->nr_awake ? ep->cursor % ep->nr_awake : 0;
+	for (seen = 0; seen < ep->nr_awake && n < max; seen++) {
+		size_t i = (start + seen) % ep->nr_awake;
 		struct ep_member *m = ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
 		uint32_t want, ready;
 		unsigned int look;
-		unsigned long gen, idle_gen;
+		unsigned long gen;
 
 		if (!s) {
 			ep->settle_due = true; /* closed: the next drops it */
@@ -154,19 +158,6 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 			continue;
 		}
 		look = ep_chan_ready(m, s, chan, nchan);
-		/* Idle since an armed look, and none of its channel fds
-		 * readable (a spin's look reads none: what came on its armed
-		 * CQ waits for the spin's channel look, or the armed look);
-		 * a move (core/move.c, core/hand.c) changes no counter, and
-		 * its handed-over bytes are readable: never skipped */
-		if (m->idle && !look && !atomic_load(&s->moved) &&
-		    xs_sock_poll_idle_gen(s) == m->idle_gen) {
-			xs_sock_put(s);
-			continue;
-		}
-		m->idle = false;
-		/* before the look: what happens during it shows next time */
-		idle_gen = xs_sock_poll_idle_gen(s);
 		/* A completion event read now would only be followed by an
 		 * arm (two system calls on some providers), needed only
 		 * before a sleep: a look that does not arm polls the CQ
@@ -199,14 +190,17 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 			ep->moved = true; /* settled by the next look */
 			ep->settle_due = true;
 		}
-		/* armed, and nothing: idle until its counter moves */
+		/* Armed, and nothing: idle until a note of its socket or a
+		 * readable channel fd. The notes read before this look
+		 * (ep_wake_news()): what changes during it is noted after
+		 * them, and wakes it at the next look. A move (core/move.c,
+		 * core/hand.c) is noted too; a moved socket's handed-over
+		 * bytes are readable, so it never rests. */
 		if ((how & EP_ARM) &&
 		    !(ready & (want | XS_POLL_STARVED | XS_POLL_MOVED)) &&
 		    xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) &&
-		    !atomic_load(&s->moved)) {
+		    !atomic_load(&s->moved))
 			m->idle = true;
-			m->idle_gen = idle_gen;
-		}
 		ready &= want;
 		gen = xs_sock_poll_gen(s);
 		xs_sock_put(s);
@@ -238,6 +232,7 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		if (m->events & EPOLLONESHOT)
 			m->disabled = true;
 	}
+	ep_rest(ep);
 	pthread_mutex_unlock(&ep->lock);
 	return n;
 }

@@ -228,6 +228,10 @@ struct xs_sock *xs_fdtab_remove(int fd)
 	s = atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
 	if (s && s->pub && s->pub->fd == fd)
 		s->pub->fd = fdtab_other_fd(s, fd);
+	/* epoll sets holding the fd as an idle member look at it again,
+	 * find it closed and drop it, as the kernel's close would */
+	if (s)
+		xs_sock_note(s);
 	return s;
 }
 

@@ -171,7 +171,7 @@ static int move_self(struct xs_sock *s, int fd, unsigned int *endedp)
 	s->prefix_off = 0;
 	s->prefix_eof = rc == 0 && (ended & XS_MOVE_EOF);
 	atomic_store(&s->prefix_left, len > 0 || s->prefix_eof);
-	atomic_store(&s->moved, true);
+	xs_sock_set_moved(s);
 	pthread_mutex_unlock(&s->lock);
 	xs_wake_all(); /* a waiter of ours looks at the kernel fd now */
 	if (endedp)
@@ -524,7 +524,7 @@ bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
 	s->prefix_off = 0;
 	s->prefix_eof = state == XS_HANDOFF_MOVED_EOF;
 	atomic_store(&s->prefix_left, true);
-	atomic_store(&s->moved, true);
+	xs_sock_set_moved(s);
 	pthread_mutex_unlock(&s->lock);
 	return true;
 }

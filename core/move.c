@@ -453,7 +453,7 @@ void xs_move_serve(int cfd)
 			s->prefix_eof = true;
 			atomic_store(&s->prefix_left, true);
 		}
-		atomic_store(&s->moved, true);
+		xs_sock_set_moved(s);
 		pthread_mutex_unlock(&s->lock);
 		/* a thread of ours asleep on the stream's channels, whose
 		 * news this thread took, looks at its kernel fd now */
@@ -782,7 +782,7 @@ int xs_sock_move(struct xs_sock *s, int fd)
 			s->prefix_off = 0;
 			s->prefix_eof = eof;
 			atomic_store(&s->prefix_left, len > 0 || eof);
-			atomic_store(&s->moved, true);
+			xs_sock_set_moved(s);
 			pthread_mutex_unlock(&s->lock);
 		}
 		for (i = 0; rc == 0 && len && i < MOVE_HELD_MAX; i++) {
@@ -812,6 +812,12 @@ bool xs_sock_plain(const struct xs_sock *s)
 {
 	return atomic_load_explicit(&s->moved, memory_order_acquire) &&
 	       !atomic_load_explicit(&s->prefix_left, memory_order_relaxed);
+}
+
+void xs_sock_set_moved(struct xs_sock *s)
+{
+	atomic_store(&s->moved, true);
+	xs_sock_note(s); /* epoll sets look at it again */
 }
 
 void xs_sock_move_free(struct xs_sock *s)

@@ -1172,6 +1172,7 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	s->rdma_cookie = fd >= 0 ? xs_handoff_cookie(fd) : 0;
 	s->pub->setup_us = c->setup_us;
 	xs_stream_publish(st, s->pub);
+	st->owner = s;
 	s->stream = st;
 	s->rdma_pid = getpid();
 	pthread_mutex_lock(&sock_linger_lock);

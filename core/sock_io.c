@@ -55,7 +55,7 @@ static bool sock_moved(struct xs_sock *s, int fd, bool *reset)
 static void sock_moved_check(struct xs_sock *s)
 {
 	if (xs_stream_moved(s->stream) == (XS_MOVED_TX | XS_MOVED_RX))
-		atomic_store(&s->moved, true);
+		xs_sock_set_moved(s);
 }
 
 static int sock_timeout(struct xs_sock *s, int flags, bool send)

@@ -66,7 +66,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		out |= ev & XS_EV_HUP ? POLLHUP : 0;
 		out |= ev & XS_EV_RDHUP ? POLLRDHUP : 0;
 		if (ev & XS_EV_MOVED) { /* the kernel fd's from here on */
-			atomic_store(&s->moved, true);
+			xs_sock_set_moved(s);
 			out = XS_POLL_MOVED;
 		}
 	}
@@ -111,11 +111,21 @@ unsigned long xs_sock_poll_gen(struct xs_sock *s)
 	return atomic_load_explicit(&s->stream->gen, memory_order_relaxed);
 }
 
-unsigned long xs_sock_poll_idle_gen(struct xs_sock *s)
+void xs_sock_note(struct xs_sock *s)
 {
-	if (xs_sock_kind(s) != XS_KIND_RDMA || !s->stream)
-		return 0;
-	return xs_stream_idle_gen(s->stream);
+	xs_stream_note(s);
+}
+
+unsigned long xs_sock_notes_end(void)
+{
+	return xs_stream_notes_end();
+}
+
+int xs_sock_notes(unsigned long *pos, struct xs_sock *socks[], int max)
+{
+	const void **owners = (const void **)socks;
+
+	return xs_stream_notes(pos, owners, max);
 }
 
 unsigned long xs_sock_news(void)

@@ -83,11 +83,71 @@ unsigned long xs_stream_news(void)
 	return atomic_load_explicit(&stream_news_ctr, memory_order_relaxed);
 }
 
+/* The notes of which streams had news (xs_stream_note()): a ring whose
+ * every slot is a seqlock, its sequence the note's number + 1 (0 while
+ * written). 256 notes outrun a reader only when that many came between
+ * two of its looks; it then looks at everything, as it would anyway. */
+#define STREAM_NOTES 256u
+
+static struct {
+	atomic_ulong seq;
+	_Atomic(const void *) owner;
+} stream_notes[STREAM_NOTES];
+static atomic_ulong stream_notes_end;
+
+void xs_stream_note(const void *owner)
+{
+	unsigned long i = atomic_fetch_add_explicit(&stream_notes_end, 1,
+						    memory_order_acq_rel);
+	__typeof__(stream_notes[0]) *slot = &stream_notes[i % STREAM_NOTES];
+
+	atomic_store_explicit(&slot->seq, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&slot->owner, owner, memory_order_relaxed);
+	atomic_store_explicit(&slot->seq, i + 1, memory_order_release);
+}
+
+unsigned long xs_stream_notes_end(void)
+{
+	return atomic_load_explicit(&stream_notes_end, memory_order_acquire);
+}
+
+int xs_stream_notes(unsigned long *pos, const void *owners[], int max)
+{
+	unsigned long end = xs_stream_notes_end(), i = *pos;
+	int n = 0;
+
+	*pos = end;
+	if (end - i > (unsigned long)max || end - i > STREAM_NOTES)
+		return -1;
+	for (; i != end; i++) {
+		__typeof__(stream_notes[0]) *slot =
+			&stream_notes[i % STREAM_NOTES];
+
+		if (atomic_load_explicit(&slot->seq, memory_order_acquire) !=
+		    i + 1)
+			return -1; /* being written, or written over */
+		owners[n] = atomic_load_explicit(&slot->owner,
+						 memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		/* not written over while read: a writer of the slot's next
+		 * turn took its number before it wrote */
+		if (atomic_load_explicit(&slot->seq, memory_order_relaxed) !=
+			    i + 1 ||
+		    xs_stream_notes_end() - i > STREAM_NOTES)
+			return -1;
+		if (!owners[n])
+			return -1; /* a stream with no owner: unknown */
+		n++;
+	}
+	return n;
+}
+
 int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 {
 	pthread_condattr_t ca;
 
-	stream_news(); /* a new stream: readiness may change */
+	xs_stream_news_bump(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
 	s->kick_fd = -1;
@@ -151,7 +211,7 @@ void stream_fail(struct xs_stream *s, int err, const char *why)
 	 * flight (a credit return) fail with no one to tell. */
 	if (s->peer_gone && s->move_sent && s->peer_moved)
 		return;
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	s->error = err;
 	s->error_pending = true;
 	s->pub->flags |= XS_SHM_F_RESET;
@@ -291,7 +351,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		 * our own MOVE, in answer, after a FIN of ours too */
 		s->peer_moved = true;
 		s->move_want = true;
-		atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+		stream_gen_bump(s);
 		xs_dbg("stream", "the peer moved to TCP");
 		break;
 	case XS_MSG_RESET:
@@ -317,7 +377,7 @@ static void stream_on_wc(struct xs_stream *s, const struct ibv_wc *wc)
 	struct xs_stream_region *r;
 	struct xs_stream_rx *e;
 
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	s->wc_seen++;
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status == IBV_WC_RNR_RETRY_EXC_ERR)
@@ -506,7 +566,7 @@ bool stream_peer_ended(struct xs_stream *s)
 		s->move_sent = true;
 		atomic_store(&s->moved_tx, true);
 	}
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	pthread_cond_broadcast(&s->cond);
 	xs_info("stream", "the peer ended without a FIN, nothing lost: %s",
 		s->wr_shut ? "end of stream"
@@ -524,7 +584,7 @@ void stream_peer_lost(struct xs_stream *s, const char *why)
 	    !stream_peer_ended(s))
 		stream_reset(s, why);
 	s->peer_gone = true;
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 }
 
 /*
@@ -550,7 +610,7 @@ static void stream_send_move(struct xs_stream *s)
 		return;
 	s->move_sent = true;
 	atomic_store(&s->moved_tx, true);
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	pthread_cond_broadcast(&s->cond); /* a sender goes on over TCP */
 	xs_dbg("stream", "MOVE sent");
 }
@@ -806,7 +866,7 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 		s->wr_shut = true;
 		s->pub->flags |= XS_SHM_F_WR_SHUT;
 	}
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	/* nothing arrives for a thread asleep to see (tcp_shutdown() ->
 	 * sk_state_change() wakes the kernel's) */
 	stream_wake(s);
@@ -853,12 +913,6 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which)
 		stream_cm_events(s);
 	if (which & XS_STREAM_DRAIN_FD(2))
 		stream_unkick(s);
-}
-
-unsigned long xs_stream_idle_gen(struct xs_stream *s)
-{
-	return atomic_load_explicit(&s->gen, memory_order_relaxed) +
-	       atomic_load_explicit(&s->arm_gen, memory_order_relaxed);
 }
 
 int xs_stream_arm(struct xs_stream *s)

@@ -207,13 +207,12 @@ struct xs_stream {
 		      * cf. sk_state_change(); made at the first wait, -1
 		      * before */
 	int error;	/* sticky negative errno (reset) */
-	bool error_pending;   /* not reported to a call yet (sk_err) */
-	atomic_ulong gen;     /* bumped by every completion and state change:
+	bool error_pending; /* not reported to a call yet (sk_err) */
+	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
-	atomic_ulong arm_gen; /* bumped when the CQ's arm may fall short of
-			       * what a waiter needs: a post while armed for
-			       * solicited completions only, a pool buffer
-			       * refused (see xs_stream_idle_gen()) */
+	/* the socket this stream serves, named in its notes (NULL before
+	 * it has one; a key, never dereferenced here) */
+	const void *owner;
 	/* counters, as xsock-stat shows them: the socket's published slot
 	 * (core/xs_shm.h) while it has one, else pub_own; written under lock */
 	struct xs_shm_slot *pub;
@@ -343,17 +342,6 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how);
  */
 int xs_stream_arm(struct xs_stream *s);
 
-/**
- * xs_stream_idle_gen() - a counter that moves whenever @s's readiness may
- *                        have changed or its CQ's arm may no longer
- *                        announce what a waiter needs: unchanged since an
- *                        armed look found @s with nothing to report, and
- *                        with its channel fds quiet, @s still has nothing
- * @s: the stream
- * Context: any thread; no lock (atomic loads).
- */
-unsigned long xs_stream_idle_gen(struct xs_stream *s);
-
 /* Fds a wait on one stream sleeps on: see xs_stream_wait_fds(). */
 #define XS_STREAM_WAIT_FDS 3
 
@@ -384,6 +372,39 @@ unsigned long xs_stream_news(void);
 
 /* xs_stream_news_bump() - move that counter (a listener's accept too) */
 void xs_stream_news_bump(void);
+
+/**
+ * xs_stream_note() - note that the stream of @owner (struct
+ *                    xs_stream.owner) may have news: its readiness may
+ *                    have changed, or its CQ's arm may no longer announce
+ *                    what a waiter needs. Every such change is noted, after
+ *                    it is made, so a waiter that found a stream with
+ *                    nothing to report, armed, and reads no note of it
+ *                    since, with its channel fds quiet, knows it still has
+ *                    nothing (an O(ready) epoll: core/epoll_wait.c)
+ * @owner: the stream's owner; NULL: unknown (readers look at everything)
+ * Context: any thread, any lock; lock-free.
+ */
+void xs_stream_note(const void *owner);
+
+/**
+ * xs_stream_notes_end() - the number the next note will get: where a new
+ *                         reader of xs_stream_notes() starts
+ */
+unsigned long xs_stream_notes_end(void);
+
+/**
+ * xs_stream_notes() - the owners named by the notes from number @pos on
+ * @pos:    the reader's place; moved past every note there is
+ * @owners: receives them, in order, repeats included
+ * @max:    room in @owners
+ * Return: how many were written; -1 when some are lost (more than @max or
+ *         than the ring's 256 came since @pos, one is still being
+ *         written, or one names no owner): the reader must then look at
+ *         every stream.
+ * Context: any thread, any lock; lock-free, no system call.
+ */
+int xs_stream_notes(unsigned long *pos, const void *owners[], int max);
 
 /**
  * xs_stream_unread() - whether the peer's data waits unread (DATA or a

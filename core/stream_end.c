@@ -38,7 +38,7 @@ int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
 	s->move_want = true;
 	s->move_pull = true;
 	stream_progress(s); /* our MOVE, now or at the next completion */
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	pthread_cond_broadcast(&s->cond);
 	stream_wake(s); /* a thread asleep in send goes on over TCP */
 	for (;;) {
@@ -195,7 +195,7 @@ void xs_stream_abort(struct xs_stream *s)
 	} else if (live) {
 		xs_info("stream", "no RESET sent: the disconnect says it");
 	}
-	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_gen_bump(s);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }

@@ -69,6 +69,23 @@ struct iov_cursor {
 
 #define stream_news() xs_stream_news_bump()
 
+/* A note that @s's readiness may have changed, or its CQ's arm may fall
+ * short of what a waiter needs (a post while armed for solicited
+ * completions only, a pool buffer refused): epoll sets look at its
+ * members again (xs_stream_notes()). */
+static inline void stream_note(struct xs_stream *s)
+{
+	xs_stream_note(s->owner);
+}
+
+/* @s's state changed: an edge for EPOLLET (struct xs_stream.gen), and a
+ * note */
+static inline void stream_gen_bump(struct xs_stream *s)
+{
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	stream_note(s);
+}
+
 /* Whether a waiter may need @slot's completion, not only its slot back
  * (struct xs_stream.tx_awaited): a READ, an invalidation or a probe, or a
  * send from a pool buffer. */

@@ -119,7 +119,7 @@ void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 	 * waiter may need it: its next look arms again */
 	if (s->cq_armed_sol) {
 		s->cq_quiet = false;
-		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
+		stream_note(s);
 	}
 }
 
@@ -130,7 +130,7 @@ int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
 
 	if (rc == -ENOBUFS) {
 		s->pool_starved = true;
-		atomic_fetch_add_explicit(&s->arm_gen, 1, memory_order_relaxed);
+		stream_note(s);
 		s->pub->c.pool_waits++;
 		return -EAGAIN; /* backpressure */
 	}

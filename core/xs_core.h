@@ -809,6 +809,15 @@ bool xs_sock_passes(struct xs_sock *s, bool send);
 bool xs_sock_plain(const struct xs_sock *s);
 
 /**
+ * xs_sock_set_moved() - mark RDMA socket @s moved to its kernel TCP
+ *                       connection (struct xs_sock.moved), and note it
+ *                       (xs_stream_note()) so that epoll sets holding it
+ *                       as an idle member look at it again
+ * Context: any thread; lock-free (callers may hold s->lock).
+ */
+void xs_sock_set_moved(struct xs_sock *s);
+
+/**
  * xs_sock_shutdown() - shutdown(2) on a tracked socket
  * @s:   socket; caller holds a reference
  * @fd:  its fd
@@ -1032,15 +1041,31 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS]);
 unsigned long xs_sock_poll_gen(struct xs_sock *s);
 
 /**
- * xs_sock_poll_idle_gen() - xs_stream_idle_gen() of @s's stream: while it
- *                           stays what it was when an armed look found @s
- *                           with nothing to report, and none of @s's
- *                           channel fds is readable, @s has nothing still
- * @s: socket for which xs_sock_polled() holds
- * Return: the counter; 0 for a socket without a stream (never idle).
- * Context: any thread; no lock.
+ * xs_sock_note() - note that @s's readiness may have changed other than
+ *                  through its channel fds (xs_stream_note()): epoll sets
+ *                  holding it as an idle member look at it again
+ * Context: any thread, any lock, a signal handler too; lock-free.
  */
-unsigned long xs_sock_poll_idle_gen(struct xs_sock *s);
+void xs_sock_note(struct xs_sock *s);
+
+/**
+ * xs_sock_notes_end() - where a new reader of xs_sock_notes() starts
+ */
+unsigned long xs_sock_notes_end(void);
+
+/**
+ * xs_sock_notes() - the sockets whose readiness may have changed other
+ *                   than through their channel fds, or whose CQ's arm may
+ *                   fall short, since note @pos (see xs_stream_note())
+ * @pos:   the reader's place; moved past every note there is
+ * @socks: receives them, repeats included (pointers to compare only: a
+ *         socket may be closed and its object reused by now)
+ * @max:   room in @socks
+ * Return: how many were written; -1 when some are lost: look at every
+ *         socket.
+ * Context: any thread, any lock; lock-free, no system call.
+ */
+int xs_sock_notes(unsigned long *pos, struct xs_sock *socks[], int max);
 
 /**
  * xs_sock_news() - a process-wide counter that moves whenever the
