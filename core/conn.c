@@ -223,6 +223,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	struct ibv_context *verbs = c->id->verbs;
 	struct ibv_qp_init_attr attr;
 	uint32_t inline_max = p->inline_max;
+	uint32_t send_sge = 2;
 	uint8_t ack_timeout = XS_ACK_TIMEOUT;
 	unsigned int i, nr_rx;
 	int rc = 0;
@@ -251,16 +252,25 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		 * memory-window bind per rendezvous region */
 		attr.cap.max_send_wr = p->credits + 16u + XS_RNDV_REGIONS;
 		attr.cap.max_recv_wr = nr_rx;
-		attr.cap.max_send_sge = 1;
+		/* an inline message's header and payload as two SGEs:
+		 * the payload goes from the caller's buffer into the WQE
+		 * with no staging copy (xs_conn_post_send2()) */
+		attr.cap.max_send_sge = send_sge;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = inline_max;
 		if (rdma_create_qp(c->id, c->dev->pd, &attr) == 0)
 			break;
-		if (inline_max == 0)
+		if (inline_max == 0 && send_sge == 1)
 			return -errno;
+		if (inline_max == 0) { /* a device with one SGE: as before */
+			send_sge = 1;
+			inline_max = p->inline_max;
+			continue;
+		}
 		inline_max /= 2;
 	}
 	c->max_inline = attr.cap.max_inline_data;
+	c->max_send_sge = attr.cap.max_send_sge;
 	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
 			    &ack_timeout, sizeof(ack_timeout)))
 		xs_log_once(XS_LOG_INFO, "conn",
@@ -774,6 +784,28 @@ void xs_listener_destroy(struct xs_listener *l)
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
 	free(l);
+}
+
+int xs_conn_post_send2(struct xs_conn *c, const void *head, uint32_t head_len,
+		       const void *tail, uint32_t tail_len, uint64_t wr_id,
+		       bool signaled)
+{
+	struct ibv_sge sge[2] = {
+		{ .addr = (uintptr_t)head, .length = head_len },
+		{ .addr = (uintptr_t)tail, .length = tail_len },
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = sge,
+		.num_sge = 2,
+		.opcode = IBV_WR_SEND,
+		.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+			      IBV_SEND_SOLICITED | IBV_SEND_INLINE,
+	}, *bad;
+
+	if (c->max_send_sge < 2 || head_len + tail_len > c->max_inline)
+		return -EINVAL;
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
 }
 
 int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,

@@ -93,7 +93,8 @@ struct xs_conn {
 	 * in when the pool has nothing else: a region then comes in pieces,
 	 * but it comes (core/stream.c); none when p->max_rndv is 0 */
 	struct xs_buf rx_spare;
-	uint32_t max_inline; /* what the QP really granted */
+	uint32_t max_inline;   /* what the QP really granted */
+	uint32_t max_send_sge; /* likewise: 2 (1 on a device with one) */
 	/* type-2 memory windows for rendezvous regions, allocated by the
 	 * first send that needs them; nr_mw 0 until then, and when the
 	 * device has none (the connection then sends everything eagerly) */
@@ -227,6 +228,24 @@ int xs_listener_poll(struct xs_listener *l, bool drain);
  * @l: listener; NULL is ignored
  */
 void xs_listener_destroy(struct xs_listener *l);
+
+/**
+ * xs_conn_post_send2() - post one inline message of two pieces, header
+ *                        and payload, each copied into the WQE from where
+ *                        it lies (two SGEs; the peer receives them as one)
+ * @c:        connection
+ * @head:     the message's first bytes, @head_len of them
+ * @tail:     the rest, @tail_len bytes; neither needs to be registered
+ * @wr_id:    returned in the completion
+ * @signaled: as xs_conn_post_send()
+ * Context: the caller's buffers may be reused as soon as this returns.
+ * Return: 0; -EINVAL when the QP has one send SGE or the message does not
+ *         fit max_inline (the caller builds it in one piece instead); or
+ *         the negative errno of ibv_post_send.
+ */
+int xs_conn_post_send2(struct xs_conn *c, const void *head, uint32_t head_len,
+		       const void *tail, uint32_t tail_len, uint64_t wr_id,
+		       bool signaled);
 
 /**
  * xs_conn_post_send() - post one message from a pool buffer or inline

@@ -116,7 +116,8 @@ void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 		      uint32_t len, const struct xs_buf *buf);
 int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b);
 int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
-		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst);
+		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst,
+		 const void **tail);
 void stream_sent(struct xs_stream *s, enum xs_msg_type type,
 		 const struct xs_buf *b);
 int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,

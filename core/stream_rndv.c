@@ -118,6 +118,7 @@ int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur, uint32_t len)
 	uint8_t stack[STREAM_INLINE_STACK];
 	struct xs_stream_region *r = NULL;
 	struct xs_msg m = { .type = XS_MSG_RNDV };
+	const void *tail;
 	struct xs_buf b;
 	uint32_t i, rkey;
 	int slot, total, rc;
@@ -137,7 +138,7 @@ int stream_post_rndv(struct xs_stream *s, struct iov_cursor *cur, uint32_t len)
 	m.rndv_rkey = rkey;
 	m.rndv_len = len;
 	m.rndv_id = ++s->rndv_seq * XS_RNDV_REGIONS + i;
-	total = stream_build(s, &m, NULL, 0, stack, &b, &dst);
+	total = stream_build(s, &m, NULL, 0, stack, &b, &dst, &tail);
 	if (total < 0)
 		return total; /* @cur untouched: nothing was taken */
 	stream_iov_copy(cur, r->buf.addr, len, false);

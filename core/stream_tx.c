@@ -140,12 +140,40 @@ int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b)
 }
 
 /*
+ * The @len bytes at @cur when they lie in one iovec entry: taken (the
+ * cursor moves past them), for an inline send's second SGE. NULL: they
+ * span entries, and are copied instead.
+ */
+static const void *stream_iov_take(struct iov_cursor *cur, uint32_t len)
+{
+	const struct iovec *v;
+	const uint8_t *p;
+
+	if (!cur || cur->i >= cur->cnt)
+		return NULL;
+	v = &cur->iov[cur->i];
+	if (v->iov_len - cur->off < len)
+		return NULL;
+	p = (const uint8_t *)v->iov_base + cur->off;
+	cur->off += len;
+	if (cur->off == v->iov_len) {
+		cur->i++;
+		cur->off = 0;
+	}
+	return p;
+}
+
+/*
  * Build message @m (header, descriptor, then @len payload bytes from
  * @cur) where it will be posted from: @stack when it fits the QP's inline
- * size, else a pool buffer (*@b). Return: bytes, or -EAGAIN.
+ * size, else a pool buffer (*@b). An inline message whose payload lies in
+ * one iovec entry leaves it there: *@tail points at it, and the header
+ * alone is built (two SGEs: xs_conn_post_send2()); *@tail is NULL when
+ * the whole message was built. Return: bytes in all, or -EAGAIN.
  */
 int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
-		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst)
+		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst,
+		 const void **tail)
 {
 	uint32_t hdr = m->type == XS_MSG_RNDV	     ? XS_WIRE_RNDV_LEN
 		       : m->type == XS_MSG_RNDV_DONE ? XS_WIRE_RNDV_DONE_LEN
@@ -154,8 +182,11 @@ int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 	int rc;
 
 	*b = (struct xs_buf){ 0 };
+	*tail = NULL;
 	if (total <= s->c->max_inline && total <= STREAM_INLINE_STACK) {
 		*dst = stack;
+		if (len && s->c->max_send_sge >= 2)
+			*tail = stream_iov_take(cur, len);
 	} else {
 		rc = stream_alloc(s, total, b);
 		if (rc)
@@ -164,7 +195,7 @@ int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 	}
 	m->credits = (uint16_t)s->rx_unreturned;
 	xs_wire_msg_encode(m, *dst);
-	if (len)
+	if (len && !*tail)
 		stream_iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len,
 				false);
 	return (int)total;
@@ -195,6 +226,7 @@ int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 		uint32_t len)
 {
 	uint8_t stack[STREAM_INLINE_STACK];
+	const void *tail;
 	struct xs_buf b;
 	int slot, total, rc;
 	bool unsig;
@@ -206,14 +238,20 @@ int stream_post(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 	slot = stream_slot(s);
 	if (slot < 0)
 		return -EAGAIN;
-	total = stream_build(s, m, cur, len, stack, &b, &dst);
+	total = stream_build(s, m, cur, len, stack, &b, &dst, &tail);
 	if (total < 0)
 		return total;
 	if (b.addr)
 		stream_arm_widen(s); /* the pool buffer comes back with it */
 	unsig = stream_unsignaled_ok(s, m->type, !b.addr);
-	rc = xs_conn_post_send(s->c, dst, (uint32_t)total, b.addr ? &b : NULL,
-			       STREAM_WR_SEND | (uint64_t)slot, !unsig);
+	if (tail)
+		rc = xs_conn_post_send2(s->c, dst, (uint32_t)total - len, tail,
+					len, STREAM_WR_SEND | (uint64_t)slot,
+					!unsig);
+	else
+		rc = xs_conn_post_send(s->c, dst, (uint32_t)total,
+				       b.addr ? &b : NULL,
+				       STREAM_WR_SEND | (uint64_t)slot, !unsig);
 	if (rc) {
 		if (b.addr)
 			xs_pool_free(&s->c->dev->pool, &b);
