@@ -639,6 +639,9 @@ void xs_core_exit(void)
 		if (pending)
 			usleep(200);
 	} while (pending && xs_now_us() < deadline);
+	/* the drained lingering streams go now, not with the process: the
+	 * exit summary that follows counts the pool they gave back */
+	sock_linger_reap();
 }
 
 /*
