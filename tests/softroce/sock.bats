@@ -535,6 +535,7 @@ blast_ended()
 	done
 	run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$none" poll
 	kernel=$output
+	echo "kernel TCP, nobody on port $none: $kernel (status $status, stderr: $stderr)"
 	[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: ECONNREFUSED' ]]
 	for how in poll epoll sleep; do
 		run --separate-stderr timeout 30 env $(xsenv nbnobody) XSOCK_RDMA_RETRY_MS=0 \
