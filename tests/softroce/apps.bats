@@ -462,3 +462,58 @@ cpu_ticks() { "$XS_REMOTE" awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 	[[ $(stat node tcp) == 0 && $(stat node accepts) -ge 20 ]]
 	note "wrk -t1 -c20 -d4s against node http over xsock: $(awk '/^Requests\/sec:/ { print $2 }' <<<"$output") req/s, no socket errors"
 }
+
+@test "apps: redis-benchmark -c 1000 on default knobs: every connection over RDMA, every value written read back" {
+	command -v redis-benchmark >/dev/null || skip "redis-benchmark not installed"
+	# 1,000 connections take about 5,000 fds on each side (the
+	# application's, a CQ channel, a CM channel, an eventfd, the kernel
+	# TCP connection's dup): both sides raise their soft limit
+	mkdir -p "$XS_RUN_DIR/redis1k.d"
+	rm -f "$XS_RUN_DIR/redis1k.stats"
+	remote_bg redis1k bash -c "ulimit -n 65536 && exec env LD_PRELOAD='$PWD/$LIB' \
+		XSOCK_STATS='$XS_RUN_DIR/redis1k.stats' redis-server --bind '$XS_ADDR_A' \
+		--port '$port' --save '' --appendonly no --protected-mode no \
+		--maxclients 5000 --dir '$XS_RUN_DIR/redis1k.d'"
+	server_ready redis1k rdma
+	local n value
+	n=$(sized 10000 50000)
+	# redis-benchmark's value bytes: its generator (genBenchmarkRandomData,
+	# seeded 1234), the same for every key
+	value=$(python3 -c 's = 1234; v = ""
+for _ in range(16):
+	s = (s * 1103515245 + 12345) & 0xffffffff
+	v += chr(ord("0") + ((s >> 16) & 63))
+print(v)')
+	# the burst of 1,000 non-blocking connects runs on the library's
+	# connect workers: none may time out into kernel TCP
+	run --separate-stderr timeout 300 env $(xsenv bench1k) bash -c \
+		"ulimit -n 65536 && exec redis-benchmark -h '$XS_ADDR_A' -p '$port' \
+		-c 1000 -n $n -t set,get -d 16 -r 100000 --csv"
+	echo "redis-benchmark -c 1000: status $status"
+	echo "$output"
+	echo "$stderr" | tail -5
+	((status == 0))
+	echo "$output" >"$XS_RUN_DIR/bench1k.csv"
+	local rows
+	rows=$(bench_rows "$XS_RUN_DIR/bench1k.csv")
+	[[ $(awk '{print $1}' <<<"$rows") == $'SET\nGET' ]]
+	cat "$XS_RUN_DIR/bench1k.stats"
+	[[ $(stat bench1k tcp) == 0 && $(stat bench1k timeout) == 0 ]]
+	[[ $(stat bench1k connects) -ge 1000 && $(stat bench1k rdma) -ge 1000 ]]
+	# every key the 1,000 connections SET holds the 16 bytes written
+	local keys bad
+	keys=$(rcli keys1k DBSIZE)
+	bad=$(rcli bad1k EVAL "local bad = 0
+		for _, k in ipairs(redis.call('KEYS', 'key:*')) do
+			if redis.call('GET', k) ~= ARGV[1] then bad = bad + 1 end
+		end
+		return bad" 0 "$value")
+	echo "keys $keys, values not as written $bad"
+	((keys > 1000 && bad == 0))
+	down redis1k
+	cat "$XS_RUN_DIR/redis1k.stats"
+	[[ $(stat redis1k tcp) == 0 && $(stat redis1k accepts) -ge 1000 ]]
+	note "redis-benchmark -c 1000 -n $n SET/GET, 16 B values:" \
+		$(awk '{ printf "%s %s, ", $1, $NF }' <<<"$rows") "req/s;" \
+		"$(stat bench1k rdma) client connections over RDMA, none on kernel TCP; $keys keys read back intact"
+}
