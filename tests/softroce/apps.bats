@@ -62,6 +62,22 @@ bench_rows()
 		printf "%s %d\n", n, r } END { exit bad }' "$1"
 }
 
+# bench_csv NAME CMD... - CMD, a redis-benchmark --csv, under xsock
+# (counters in NAME.stats): its output printed, a failed status fails,
+# its CSV kept in NAME.csv and its "NAME RPS" rows in $rows.
+bench_csv()
+{
+	local name=$1
+	shift
+	run --separate-stderr timeout 300 env $(xsenv "$name") "$@"
+	echo "$name: status $status"
+	echo "$output"
+	echo "$stderr" | tail -5
+	((status == 0))
+	echo "$output" >"$XS_RUN_DIR/$name.csv"
+	rows=$(bench_rows "$XS_RUN_DIR/$name.csv")
+}
+
 @test "apps: redis-benchmark SET/GET/INCR/LPUSH/LRANGE_100/MSET at -c 50, -c 1, -P 16, --threads 4, 3 B and 100 KiB values" {
 	command -v redis-benchmark >/dev/null || skip "redis-benchmark not installed"
 	redis_up redis
@@ -80,16 +96,11 @@ MSET (10 keys)' conns=0
 		nv=$((nv + 1))
 		local tests=set,get,incr,lpush,lrange_100,mset
 		[[ $v != *102400* ]] || tests=set,get
-		# shellcheck disable=SC2086 # $v is the variant's words
-		run --separate-stderr timeout 300 env $(xsenv "bench$nv") redis-benchmark \
-			-h "$XS_ADDR_A" -p "$port" -t "$tests" $v --csv
-		echo "redis-benchmark $v: status $status"
-		echo "$output"
-		echo "$stderr" | tail -5
-		((status == 0))
-		echo "$output" >"$XS_RUN_DIR/bench$nv.csv"
 		local rows
-		rows=$(bench_rows "$XS_RUN_DIR/bench$nv.csv")
+		echo "redis-benchmark $v"
+		# shellcheck disable=SC2086 # $v is the variant's words
+		bench_csv "bench$nv" redis-benchmark -h "$XS_ADDR_A" -p "$port" \
+			-t "$tests" $v --csv
 		if [[ $tests == set,get ]]; then
 			[[ $(awk '{print $1}' <<<"$rows") == $'SET\nGET' ]]
 		else
@@ -486,16 +497,10 @@ for _ in range(16):
 print(v)')
 	# the burst of 1,000 non-blocking connects runs on the library's
 	# connect workers: none may time out into kernel TCP
-	run --separate-stderr timeout 300 env $(xsenv bench1k) bash -c \
-		"ulimit -n 65536 && exec redis-benchmark -h '$XS_ADDR_A' -p '$port' \
-		-c 1000 -n $n -t set,get -d 16 -r 100000 --csv"
-	echo "redis-benchmark -c 1000: status $status"
-	echo "$output"
-	echo "$stderr" | tail -5
-	((status == 0))
-	echo "$output" >"$XS_RUN_DIR/bench1k.csv"
 	local rows
-	rows=$(bench_rows "$XS_RUN_DIR/bench1k.csv")
+	bench_csv bench1k bash -c "ulimit -n 65536 && exec redis-benchmark \
+		-h '$XS_ADDR_A' -p '$port' -c 1000 -n $n -t set,get -d 16 \
+		-r 100000 --csv"
 	[[ $(awk '{print $1}' <<<"$rows") == $'SET\nGET' ]]
 	cat "$XS_RUN_DIR/bench1k.stats"
 	[[ $(stat bench1k tcp) == 0 && $(stat bench1k timeout) == 0 ]]
