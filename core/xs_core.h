@@ -1048,22 +1048,14 @@ unsigned long xs_sock_poll_gen(struct xs_sock *s);
  */
 void xs_sock_note(struct xs_sock *s);
 
-/**
- * xs_sock_notes_end() - where a new reader of xs_sock_notes() starts
- */
+/* xs_sock_notes_end() - where a new reader of xs_sock_notes() starts */
 unsigned long xs_sock_notes_end(void);
 
 /**
- * xs_sock_notes() - the sockets whose readiness may have changed other
- *                   than through their channel fds, or whose CQ's arm may
- *                   fall short, since note @pos (see xs_stream_note())
- * @pos:   the reader's place; moved past every note there is
- * @socks: receives them, repeats included (pointers to compare only: a
- *         socket may be closed and its object reused by now)
- * @max:   room in @socks
- * Return: how many were written; -1 when some are lost: look at every
- *         socket.
- * Context: any thread, any lock; lock-free, no system call.
+ * xs_sock_notes() - xs_stream_notes(), whose doc says it all, for sockets:
+ *                   up to @max noted since *@pos into @socks (to compare
+ *                   only: one may be closed and reused by now), *@pos moved
+ * Return: how many; -1 when some are lost: look at every socket.
  */
 int xs_sock_notes(unsigned long *pos, struct xs_sock *socks[], int max);
 
