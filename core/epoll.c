@@ -503,20 +503,18 @@ static void ep_member_drop(struct ep_set *ep, struct ep_member *m)
 static bool ep_shares(struct ep_set *ep, struct xs_sock *s, int fd)
 {
 	struct ep_sref *r = ep_sref_find(ep, s);
-	struct ep_member *self = ep_find(ep, fd);
+	struct ep_member *self = ep_find(ep, fd), *m;
 	unsigned int others;
-	size_t i;
 
 	others = r ? r->count : 0;
 	if (self && self->s == s)
 		others--;
 	if (!others)
 		return false;
-	for (i = 0; i < ep->nr; i++) {
-		struct ep_member *m = ep->m[i];
+	for (m = r->members; m; m = m->sib) {
 		struct xs_sock *now;
 
-		if (m->s != s || m->fd == fd)
+		if (m->fd == fd)
 			continue;
 		now = ep_member_sock(m);
 		if (now)
