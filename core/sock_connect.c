@@ -301,15 +301,20 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	return true;
 }
 
-void xs_sock_hurry(struct xs_sock *s)
+int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
 {
-	int evfd;
+	int evfd, ms = -1;
 
-	if (atomic_exchange(&s->neg_hurry, true))
-		return;
-	evfd = atomic_load(&s->neg_evfd);
-	if (evfd >= 0)
-		(void)!eventfd_write(evfd, 1);
+	if (!atomic_exchange(&s->neg_hurry, true)) {
+		evfd = atomic_load(&s->neg_evfd);
+		if (evfd >= 0)
+			(void)!eventfd_write(evfd, 1);
+	}
+	/* neg set: the kernel's connection is up, only ours is deciding */
+	if (nonblock)
+		ms = xs_sock_negotiable(s) ? (int)xs_core_cfg()->connect_timeout_ms
+					   : 0;
+	return xs_sock_connect_wait(s, ms);
 }
 
 /*

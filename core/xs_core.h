@@ -294,10 +294,8 @@ struct xs_sock {
 /**
  * xs_core_init() - set up core/ once the configuration is loaded
  * @cfg: configuration; must stay valid for the life of the process
- *
  * Opens no RDMA device: devices are probed lazily, on the first socket
  * that a rule lets use RDMA.
- *
  * Context: xs_init_once() only.
  * Return: 0.
  */
@@ -311,7 +309,6 @@ const struct xs_config *xs_core_cfg(void);
 
 /**
  * xs_core_exit() - at exit, deliver what RDMA sockets still hold
- *
  * Sends FIN on every open RDMA socket of this process and waits (at most
  * 5 s) until those and the streams still lingering after close() have
  * every byte acknowledged, as the kernel closes a dying process's TCP
@@ -543,11 +540,15 @@ static inline bool xs_sock_negotiable(const struct xs_sock *s)
 }
 
 /**
- * xs_sock_hurry() - the application sends on @s while its server side
- *                   waits for the client's hello: decide soon
- * @s: socket
+ * xs_sock_send_wait() - a send on @s while its transport is decided (a
+ *                       server side waiting for the hello decides soon)
+ * @s: socket, claimed; @nonblock: O_NONBLOCK or MSG_DONTWAIT
+ * A connected kernel socket takes a first send at once, so a non-blocking
+ * one waits too, XSOCK_CONNECT_TIMEOUT_MS at most (a server that writes
+ * and closes loses nothing); a connect under way gives -EAGAIN at once.
+ * Return: as xs_sock_connect_wait().
  */
-void xs_sock_hurry(struct xs_sock *s);
+int xs_sock_send_wait(struct xs_sock *s, bool nonblock);
 
 /**
  * xs_sock_closing() - the application closes @fd, the last fd of @s

@@ -71,8 +71,9 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		/* MSG_DONTWAIT: this call never waits, as O_NONBLOCK */
 		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
 		if (xs_sock_claim(s, fd) && send)
-			xs_sock_hurry(s);
-		rc = xs_sock_connect_wait(s, nb ? 0 : -1);
+			rc = xs_sock_send_wait(s, nb);
+		else
+			rc = xs_sock_connect_wait(s, nb ? 0 : -1);
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
 			return s;
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_TCP &&

@@ -78,6 +78,27 @@ plain_server()
 	[[ $(stat acs accepts) == 0 && $(stat acc connects) == 0 ]] # nothing moved
 }
 
+@test "sock: a server that writes on a fresh non-blocking socket and closes at once: its client reads the line, then EOF, as over kernel TCP" {
+	local ac=tests/tools/acceptclose.py kernel round
+	remote_bg "acd$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acd.stats" \
+		python3 "$ac" deny "$XS_ADDR_A" "$port" 6
+	server_ready "acd$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 30 python3 "$ac" client-read "$XS_ADDR_A" "$port"
+	kernel=$output
+	echo "kernel: $kernel $stderr"
+	[[ "$kernel" == "got=b'-DENIED Redis is running in protected mode\\r\\n' end=0" ]]
+	# the transport is still being decided when the server sends: the
+	# send waits for it, as a connected kernel socket takes it at once
+	for round in 1 2 3 4 5; do
+		run --separate-stderr timeout 30 env $(xsenv acdc) python3 "$ac" client-read "$XS_ADDR_A" "$port"
+		echo "xsock $round: $output $stderr"
+		[[ "$output" == "$kernel" ]]
+	done
+	"$XS_REMOTE" --wait "acd$BATS_TEST_NUMBER" --timeout 30
+	cat "$XS_RUN_DIR/acd.stats" "$XS_RUN_DIR/acdc.stats"
+	[[ $(stat acd rdma) == 5 && $(stat acd tcp) == 1 ]]
+}
+
 @test "sock: a server that closes with the client's data unread resets the connection, as over kernel TCP" {
 	local ac=tests/tools/acceptclose.py kernel
 	remote_bg "acg$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acg.stats" \

@@ -9,6 +9,12 @@ health check's target, a server at its limit), and its client.
                                      (the connection is in use), wait until
                                      the client's data is there, close it
                                      unread
+  acceptclose.py deny HOST PORT N    accept N connections, make each
+                                     non-blocking, send one line and close
+                                     it at once, not looking at what send
+                                     answered (redis's -DENIED)
+  acceptclose.py client-read HOST PORT
+                                     read until EOF, then print the bytes
   acceptclose.py client-send HOST PORT
                                      read the greeting, send 1000 bytes,
                                      wait for the close, then print what
@@ -17,13 +23,18 @@ health check's target, a server at its limit), and its client.
 The client prints one line: "recv=R send=S", R and S a count or an errno
 name; over kernel TCP, "recv=0 send=1" (a FIN, then the first send is
 taken and answered with an RST), and for client-send "recv=ECONNRESET
-send=EPIPE" (tcp_close() sends RST for data it never read).
+send=EPIPE" (tcp_close() sends RST for data it never read); client-read
+prints "got=B end=R", B the bytes read and R what the last recv answered:
+over kernel TCP the whole line, then 0.
 """
 import errno
 import select
 import socket
 import sys
 import time
+
+
+DENIED = b"-DENIED Redis is running in protected mode\r\n"
 
 
 def res(fn):
@@ -59,7 +70,30 @@ def main():
             time.sleep(0.2)  # all 1000 bytes in
             c.close()
         return 0
+    if cmd == "deny":
+        ls = listener(host, port)
+        for _ in range(int(sys.argv[4])):
+            c, _ = ls.accept()
+            c.setblocking(False)
+            try:
+                c.send(DENIED)
+            except OSError:
+                pass  # as redis: the close goes on, the line is lost
+            c.close()
+        return 0
     s = socket.create_connection((host, port))
+    if cmd == "client-read":
+        s.settimeout(10)
+        got, end = b"", ""
+        while not end:
+            try:
+                b = s.recv(4096)
+                got += b
+                end = "0" if not b else ""
+            except OSError as e:
+                end = errno.errorcode.get(e.errno, str(e.errno))
+        print(f"got={got!r} end={end}")
+        return 0
     if cmd == "client-send":
         s.settimeout(10)
         got = b""
