@@ -620,7 +620,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = xs_iov_total(iov, iovcnt), sent = 0;
+	size_t total = xs_iov_total(iov, iovcnt), sent = 0, dropped = 0;
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
 	uint32_t max, rndv_max, chunk;
@@ -649,7 +649,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		s->rndv_off = true;
 	}
 	rndv_max = s->stage ? s->stage_chunk : 0;
-	if (total == 0 && !s->error && (s->wr_shut || s->peer_gone))
+	if (total == 0 && !s->error && s->wr_shut)
 		rc = -EPIPE; /* tcp_sendmsg: even 0 bytes after shutdown */
 	if (total == 0 && !s->error && !s->wr_shut && s->move_sent)
 		rc = XS_STREAM_MOVED;
@@ -658,9 +658,20 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			rc = stream_error(s, true);
 			break;
 		}
-		/* our SHUT_WR, or a peer whose QP is gone (the kernel
-		 * would have an RST by now) */
-		if (s->wr_shut || (s->peer_gone && !s->move_sent)) {
+		if (s->wr_shut) {
+			rc = -EPIPE;
+			break;
+		}
+		/* The peer closed after its FIN (a peer gone without one
+		 * reset the stream): over TCP, CLOSE_WAIT, where the first
+		 * send is taken and draws the RST that fails the next one
+		 * with EPIPE (tcp_reset()); a send already under way ends
+		 * with what went. */
+		if (s->peer_gone && !s->move_sent) {
+			if (!sent)
+				dropped = total;
+			stream_reset(s, "bytes sent after the peer closed");
+			s->error = -EPIPE;
 			rc = -EPIPE;
 			break;
 		}
@@ -703,7 +714,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	stream_pub_queues(s);
 	stream_return_credits(s);
 	pthread_mutex_unlock(&s->lock);
-	return sent ? (ssize_t)sent : rc;
+	return sent + dropped ? (ssize_t)(sent + dropped) : rc;
 }
 
 static bool stream_rx_ready(const struct xs_stream_rx *e)
@@ -979,8 +990,8 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	if (s->error) /* tcp_poll() of a socket closed by an RST */
 		ev |= (s->error_pending ? XS_EV_ERR : 0) | XS_EV_HUP |
 		      XS_EV_IN | XS_EV_RDHUP | XS_EV_OUT;
-	if (s->peer_gone && !s->move_sent) /* sends fail at once */
-		ev |= XS_EV_OUT | XS_EV_HUP;
+	if (s->peer_gone && !s->move_sent) /* CLOSE_WAIT: a send is taken */
+		ev |= XS_EV_OUT;
 	if (s->wr_shut && s->peer_fin)
 		ev |= XS_EV_HUP;
 	if (s->move_sent) /* our sends go to the kernel's buffer */

@@ -132,6 +132,24 @@ MSET (10 keys)' conns=0
 	note "redis: $(stat redis accepts) connections accepted, all RDMA; 200 values of 1 B..100 KiB read back intact ($sum)"
 }
 
+@test "apps: redis-server in protected mode denies a remote redis-cli under xsock with the words kernel TCP gives it" {
+	redis_up redisprot --protected-mode yes
+	local kernel round
+	kernel=$(timeout 30 redis-cli -h "$XS_ADDR_A" -p "$port" ping 2>&1) || true
+	echo "kernel TCP: $kernel"
+	[[ "$kernel" == *"DENIED Redis is running in protected mode"* ]]
+	# redis writes the line on a non-blocking socket and closes it at
+	# once, whatever the write answered
+	for round in 1 2 3; do
+		run rcli "protcli$round" ping
+		echo "xsock $round: $output"
+		[[ "$output" == "$kernel" ]]
+	done
+	down redisprot
+	cat "$XS_RUN_DIR/redisprot.stats"
+	[[ $(stat redisprot rdma) == 3 && $(stat protcli3 rdma) == 1 ]]
+}
+
 @test "apps: one redis-server serves an xsock client and a kernel-TCP client at the same time" {
 	command -v redis-benchmark >/dev/null || skip "redis-benchmark not installed"
 	redis_up redismix
