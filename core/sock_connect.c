@@ -312,8 +312,9 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
 	}
 	/* neg set: the kernel's connection is up, only ours is deciding */
 	if (nonblock)
-		ms = xs_sock_negotiable(s) ? (int)xs_core_cfg()->connect_timeout_ms
-					   : 0;
+		ms = xs_sock_negotiable(s)
+			     ? (int)xs_core_cfg()->connect_timeout_ms
+			     : 0;
 	return xs_sock_connect_wait(s, ms);
 }
 

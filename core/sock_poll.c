@@ -2,8 +2,8 @@
  * core/sock_poll.c - readiness of sockets whose kernel fd cannot tell it.
  *
  * An RDMA socket's kernel fd is connected but idle (its bytes go over the
- * QP), and a socket negotiating its transport is neither readable nor
- * writable yet, so poll/epoll/select ask here: the events as tcp_poll()
+ * QP), and a socket negotiating its transport is not readable yet (but
+ * writable: its send waits for the outcome), so poll/epoll/select ask here: the events as tcp_poll()
  * would compute them, the fds to sleep on (completion and CM channels,
  * or the eventfd of a negotiation), and arming before the sleep. The waits
  * themselves (core/poll.c, core/epoll.c) spin, arm, re-check and sleep in one real
@@ -39,7 +39,15 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 	int k;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
-		return 0; /* connecting; or decided for TCP: the kernel's */
+		/* Negotiating over a connected kernel socket: writable, as
+		 * that socket is; a send waits for the outcome
+		 * (xs_sock_send_wait()). Connecting; or decided for TCP:
+		 * the kernel's. */
+		return xs_sock_kind(s) == XS_KIND_PENDING &&
+				       xs_sock_connecting(s) &&
+				       xs_sock_negotiable(s)
+			       ? POLLOUT | POLLWRNORM
+			       : 0;
 	if (atomic_load(&s->moved))
 		/* the bytes taken over are readable; writes go to the
 		 * kernel's send buffer */

@@ -28,13 +28,31 @@ void __chk_fail(void) __attribute__((noreturn));
 #define IO_AGAIN     ((struct xs_sock *)1)
 #define IO_INTR	     ((struct xs_sock *)2)
 #define IO_RESET     ((struct xs_sock *)3) /* core/handoff.c: foreign */
-#define IO_FAILED(s) ((s) == IO_AGAIN || (s) == IO_INTR || (s) == IO_RESET)
+#define IO_BADF	     ((struct xs_sock *)4) /* closed while it waited */
+#define IO_FAILED(s) ((uintptr_t)(s) >= 1 && (uintptr_t)(s) <= 4)
 
 static int io_failed(const struct xs_sock *s)
 {
 	/* as tcp_sendmsg/tcp_recvmsg in SYN_SENT */
-	errno = s == IO_INTR ? EINTR : s == IO_RESET ? ECONNRESET : EAGAIN;
+	errno = s == IO_INTR	? EINTR
+		: s == IO_RESET ? ECONNRESET
+		: s == IO_BADF	? EBADF
+				: EAGAIN;
 	return -1;
+}
+
+/* Whether @fd still names @s after a wait: another thread may have closed
+ * it meanwhile, and the number may name a new file already, which the
+ * call must never reach (the kernel's call holds its file instead: it
+ * would go on; over TCP here it fails with EBADF, as a call made just
+ * after the close would). */
+static bool io_still(int fd, struct xs_sock *s)
+{
+	struct xs_sock *now = xs_fdtab_get(fd);
+
+	if (now)
+		xs_sock_put(now);
+	return now == s;
 }
 
 /*
@@ -42,9 +60,9 @@ static int io_failed(const struct xs_sock *s)
  * negotiable socket is claimed (this process does its I/O, core/neg.c);
  * a socket whose transport is still deciding is waited for when
  * blocking (then served by whichever transport it got), else IO_AGAIN.
- * @send: a send, which asks a server still waiting for its client's
- * hello to decide soon. A read of a TCP socket first strips the control
- * messages that may still lead its stream.
+ * @send: a send, which waits non-blocking too once the kernel's
+ * connection is up (xs_sock_send_wait()). A read of a TCP socket first
+ * strips the control messages that may still lead its stream.
  */
 static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 {
@@ -68,14 +86,16 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		return s;
 	}
 	if (s) {
-		/* MSG_DONTWAIT: this call never waits, as O_NONBLOCK */
+		/* MSG_DONTWAIT: this call is non-blocking, as O_NONBLOCK */
 		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
 		if (xs_sock_claim(s, fd) && send)
 			rc = xs_sock_send_wait(s, nb);
 		else
 			rc = xs_sock_connect_wait(s, nb ? 0 : -1);
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
-			return s;
+			return s; /* the stream's, closed or not (as a file) */
+		if (rc == 0 && !io_still(fd, s))
+			rc = -EBADF;
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_TCP &&
 		    (atomic_load(&s->strip) & XS_STRIP_FOREIGN))
 			rc = -ECONNRESET;
@@ -86,6 +106,7 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		return rc == -EINTR	   ? IO_INTR
 		       : rc == -EAGAIN	   ? IO_AGAIN
 		       : rc == -ECONNRESET ? IO_RESET
+		       : rc == -EBADF	   ? IO_BADF
 					   : NULL;
 	}
 	return s;
