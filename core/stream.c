@@ -574,6 +574,16 @@ bool stream_peer_ended(struct xs_stream *s)
 	return true;
 }
 
+/* Bytes went to a peer that had closed after its FIN: TCP's RST in
+ * CLOSE_WAIT (tcp_reset(): EPIPE from then on). Called with s->lock. */
+static void stream_closed_rst(struct xs_stream *s)
+{
+	if (s->error || s->move_sent)
+		return;
+	stream_reset(s, "bytes sent after the peer closed");
+	s->error = -EPIPE;
+}
+
 /* The peer's QP is gone (@why: how we know): before its FIN, its end
  * (stream_peer_ended()) or a reset. What we still send is never
  * acknowledged, so close() must not wait for it. Called with s->lock
@@ -584,6 +594,8 @@ void stream_peer_lost(struct xs_stream *s, const char *why)
 	    !stream_peer_ended(s))
 		stream_reset(s, why);
 	s->peer_gone = true;
+	if (s->tx_after_fin)
+		stream_closed_rst(s);
 	stream_gen_bump(s);
 }
 
@@ -620,11 +632,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = xs_iov_total(iov, iovcnt), sent = 0, dropped = 0;
+	size_t total = xs_iov_total(iov, iovcnt), sent = 0, dropped = 0, room;
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
 	uint32_t max, rndv_max, chunk;
-	bool rndv;
+	bool rndv, taken;
 	struct xs_msg m;
 	int rc = 0;
 
@@ -649,8 +661,10 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		s->rndv_off = true;
 	}
 	rndv_max = s->stage ? s->stage_chunk : 0;
-	if (total == 0 && !s->error && s->wr_shut)
-		rc = -EPIPE; /* tcp_sendmsg: even 0 bytes after shutdown */
+	if (total == 0 && s->error) /* tcp_sendmsg: even 0 bytes, after */
+		rc = stream_error(s, true); /* an RST or a shutdown */
+	else if (total == 0 && s->wr_shut)
+		rc = -EPIPE;
 	if (total == 0 && !s->error && !s->wr_shut && s->move_sent)
 		rc = XS_STREAM_MOVED;
 	while (sent < total) {
@@ -664,15 +678,17 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		}
 		/* The peer closed after its FIN (a peer gone without one
 		 * reset the stream): over TCP, CLOSE_WAIT, where the first
-		 * send is taken and draws the RST that fails the next one
-		 * with EPIPE (tcp_reset()); a send already under way ends
-		 * with what went. */
+		 * send is taken, as much as the send buffer holds (here:
+		 * what the peer's credits would), and draws the RST that
+		 * fails the next one with EPIPE (tcp_reset()); a send
+		 * under way ends with what went. */
 		if (s->peer_gone && !s->move_sent) {
-			if (!sent)
-				dropped = total;
-			stream_reset(s, "bytes sent after the peer closed");
-			s->error = -EPIPE;
-			rc = -EPIPE;
+			taken = !sent && !s->tx_after_fin;
+			room = (size_t)max * c->peer.credits;
+			if (taken)
+				dropped = total < room ? total : room;
+			stream_closed_rst(s);
+			rc = taken ? -EPIPE : stream_error(s, true);
 			break;
 		}
 		if (s->move_sent) { /* the rest goes on over TCP */
@@ -711,6 +727,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	}
 	s->pub->c.bytes_sent += sent;
 	stream_poll_cq(s);
+	if (sent && s->peer_fin) {
+		s->tx_after_fin = true;
+		if (s->peer_gone)
+			stream_closed_rst(s);
+	}
 	stream_pub_queues(s);
 	stream_return_credits(s);
 	pthread_mutex_unlock(&s->lock);

@@ -186,6 +186,8 @@ struct xs_stream {
 	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
+	bool tx_after_fin; /* bytes went after the peer's FIN: once its QP is
+			    * gone they drew its RST (stream_peer_lost()) */
 	bool kernel_ended; /* the kernel TCP connection below got the peer's
 			    * FIN or RST: its QP is asked whether it lives */
 	bool wr_shut;	   /* shutdown(SHUT_WR) or close: FIN after the data */
