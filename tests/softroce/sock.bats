@@ -56,63 +56,47 @@ plain_server()
 	[[ $(stat cli connects) == 1 && $(stat cli rdma) == 1 && $(stat cli tcp) == 0 ]]
 }
 
-@test "sock: a server that accepts and closes unread: its xsock client sees EOF, as over kernel TCP" {
+# ac_rounds NAME MODE N CLIENT WANT ROUNDS - tests/tools/acceptclose.py
+# MODE under xsock for N connections (counters in NAME.stats); its CLIENT
+# once without xsock, which must print WANT, then ROUNDS times under xsock
+# (the last one's counters in NAMEc.stats), each printing what the
+# kernel's did.
+ac_rounds()
+{
 	local ac=tests/tools/acceptclose.py kernel round
-	remote_bg "acs$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acs.stats" \
-		python3 "$ac" serve "$XS_ADDR_A" "$port" 6
-	server_ready "acs$BATS_TEST_NUMBER" rdma
-	run --separate-stderr timeout 30 python3 "$ac" client "$XS_ADDR_A" "$port"
+	remote_bg "$1$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/$1.stats" \
+		python3 "$ac" "$2" "$XS_ADDR_A" "$port" "$3"
+	server_ready "$1$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 30 python3 "$ac" "$4" "$XS_ADDR_A" "$port"
 	kernel=$output
 	echo "kernel: $kernel $stderr"
-	[[ "$kernel" == "recv=0 send=1" ]]
+	[[ "$kernel" == "$5" ]]
+	for ((round = 1; round <= $6; round++)); do
+		run --separate-stderr timeout 30 env $(xsenv "${1}c") python3 "$ac" "$4" "$XS_ADDR_A" "$port"
+		echo "xsock $round: $output $stderr"
+		[[ "$output" == "$kernel" ]]
+	done
+	"$XS_REMOTE" --wait "$1$BATS_TEST_NUMBER" --timeout 30
+	cat "$XS_RUN_DIR/$1.stats" "$XS_RUN_DIR/${1}c.stats"
+}
+
+@test "sock: a server that accepts and closes unread: its xsock client sees EOF, as over kernel TCP" {
 	# the xsock client's hello, unread, would make that close an RST; one
 	# that arrives just after the close, an RST for the client's send
 	# (a race: 11 of 40 rounds lost it before close() waited for it)
-	for round in 1 2 3 4 5; do
-		run --separate-stderr timeout 30 env $(xsenv acc) python3 "$ac" client "$XS_ADDR_A" "$port"
-		echo "xsock $round: $output $stderr"
-		[[ "$output" == "$kernel" ]]
-	done
-	"$XS_REMOTE" --wait "acs$BATS_TEST_NUMBER" --timeout 30
-	cat "$XS_RUN_DIR/acs.stats"
-	[[ $(stat acs accepts) == 0 && $(stat acc connects) == 0 ]] # nothing moved
+	ac_rounds acs serve 6 client "recv=0 send=1" 5
+	[[ $(stat acs accepts) == 0 && $(stat acsc connects) == 0 ]] # nothing moved
 }
 
 @test "sock: a server that writes on a fresh non-blocking socket and closes at once: its client reads the line, then EOF, as over kernel TCP" {
-	local ac=tests/tools/acceptclose.py kernel round
-	remote_bg "acd$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acd.stats" \
-		python3 "$ac" deny "$XS_ADDR_A" "$port" 6
-	server_ready "acd$BATS_TEST_NUMBER" rdma
-	run --separate-stderr timeout 30 python3 "$ac" client-read "$XS_ADDR_A" "$port"
-	kernel=$output
-	echo "kernel: $kernel $stderr"
-	[[ "$kernel" == "got=b'-DENIED Redis is running in protected mode\\r\\n' end=0" ]]
 	# the transport is still being decided when the server sends: the
 	# send waits for it, as a connected kernel socket takes it at once
-	for round in 1 2 3 4 5; do
-		run --separate-stderr timeout 30 env $(xsenv acdc) python3 "$ac" client-read "$XS_ADDR_A" "$port"
-		echo "xsock $round: $output $stderr"
-		[[ "$output" == "$kernel" ]]
-	done
-	"$XS_REMOTE" --wait "acd$BATS_TEST_NUMBER" --timeout 30
-	cat "$XS_RUN_DIR/acd.stats" "$XS_RUN_DIR/acdc.stats"
+	ac_rounds acd deny 6 client-read "got=b'-DENIED Redis is running in protected mode\\r\\n' end=0" 5
 	[[ $(stat acd rdma) == 5 && $(stat acd tcp) == 1 ]]
 }
 
 @test "sock: a server that closes with the client's data unread resets the connection, as over kernel TCP" {
-	local ac=tests/tools/acceptclose.py kernel
-	remote_bg "acg$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/acg.stats" \
-		python3 "$ac" greet "$XS_ADDR_A" "$port" 2
-	server_ready "acg$BATS_TEST_NUMBER" rdma
-	run --separate-stderr timeout 30 python3 "$ac" client-send "$XS_ADDR_A" "$port"
-	kernel=$output
-	echo "kernel: $kernel $stderr"
-	[[ "$kernel" == "recv=ECONNRESET send=EPIPE" ]]
-	run --separate-stderr timeout 30 env $(xsenv acgc) python3 "$ac" client-send "$XS_ADDR_A" "$port"
-	echo "xsock: $output $stderr"
-	[[ "$output" == "$kernel" ]]
-	"$XS_REMOTE" --wait "acg$BATS_TEST_NUMBER" --timeout 30
-	cat "$XS_RUN_DIR/acg.stats" "$XS_RUN_DIR/acgc.stats"
+	ac_rounds acg greet 2 client-send "recv=ECONNRESET send=EPIPE" 1
 	[[ $(stat acgc rdma) == 1 ]]
 }
 
