@@ -476,6 +476,41 @@ sum_field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<"$1" | awk '{ t += $1 } END 
 	[[ $(sum_field "$b" tcp) == 0 ]]
 }
 
+@test "programs: socat TCP-LISTEN,fork greets with its program's output: clients with xsock and without read it whole" {
+	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
+	# the child waits for its socket to be writable before it copies the
+	# greeting: a connection still negotiating is writable, as the
+	# kernel socket under it (without xsock the client sent no hello,
+	# and nothing came until the negotiation gave up, after socat had)
+	srv socatg socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" SYSTEM:"echo 220-greeting"
+	server_ready socatg rdma
+	local rd="import socket
+s = socket.create_connection(('$XS_ADDR_A', $port))
+d = b''
+while True:
+    b = s.recv(100)
+    if not b:
+        break
+    d += b
+print(repr(d))" i
+	for i in 1 2; do
+		run --separate-stderr timeout 20 python3 -c "$rd"
+		echo "kernel TCP client $i: $output $stderr"
+		[[ $status == 0 && $output == "b'220-greeting\\n'" ]]
+		run --separate-stderr timeout 20 env $(xsenv "socatg$i") python3 -c "$rd"
+		echo "xsock client $i: $output $stderr"
+		[[ $status == 0 && $output == "b'220-greeting\\n'" ]]
+		cat "$XS_RUN_DIR/socatg$i.stats"
+		[[ $(stat "socatg$i" rdma) == 1 && $(stat "socatg$i" tcp) == 0 ]]
+	done
+	stop_server socatg "[s]ocat TCP-LISTEN:$port"
+	local b
+	b=$(blocks_of socatg.stats socat)
+	echo "$b"
+	# the four children: two over RDMA, two over kernel TCP
+	[[ $(sum_field "$b" rdma) == 2 && $(sum_field "$b" tcp) == 2 ]]
+}
+
 @test "programs: sshd as Debian ships it (re-exec, privilege separation, seccomp): scp of 20 MiB up, 1 MiB down" {
 	[[ -x /usr/sbin/sshd ]] && command -v scp >/dev/null ||
 		{ echo "sshd or scp not installed (tests/install-deps)"; false; }
