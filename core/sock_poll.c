@@ -3,11 +3,12 @@
  *
  * An RDMA socket's kernel fd is connected but idle (its bytes go over the
  * QP), and a socket negotiating its transport is not readable yet (but
- * writable: its send waits for the outcome), so poll/epoll/select ask here: the events as tcp_poll()
- * would compute them, the fds to sleep on (completion and CM channels,
- * or the eventfd of a negotiation), and arming before the sleep. The waits
- * themselves (core/poll.c, core/epoll.c) spin, arm, re-check and sleep in one real
- * poll over these fds and the application's kernel fds.
+ * writable: its send waits for the outcome), so poll/epoll/select ask
+ * here: the events as tcp_poll() would compute them, the fds to sleep on
+ * (completion and CM channels, or the eventfd of a negotiation), and
+ * arming before the sleep. The waits themselves (core/poll.c,
+ * core/epoll.c) spin, arm, re-check and sleep in one real poll over these
+ * fds and the application's kernel fds.
  * Context: any thread.
  */
 #include <poll.h>
