@@ -786,6 +786,28 @@ void xs_listener_destroy(struct xs_listener *l)
 	free(l);
 }
 
+/* One SEND of the @n pieces at @sge, @len bytes in all: inline when they
+ * fit max_inline, else from registered memory (@registered) or -EINVAL. */
+static int conn_post_sges(struct xs_conn *c, struct ibv_sge *sge, int n,
+			  uint32_t len, bool registered, uint64_t wr_id,
+			  bool signaled)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id,
+		.sg_list = sge,
+		.num_sge = n,
+		.opcode = IBV_WR_SEND,
+		.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+			      IBV_SEND_SOLICITED,
+	}, *bad;
+
+	if (len <= c->max_inline)
+		wr.send_flags |= IBV_SEND_INLINE;
+	else if (!registered)
+		return -EINVAL;
+	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
 int xs_conn_post_send2(struct xs_conn *c, const void *head, uint32_t head_len,
 		       const void *tail, uint32_t tail_len, uint64_t wr_id,
 		       bool signaled)
@@ -794,18 +816,11 @@ int xs_conn_post_send2(struct xs_conn *c, const void *head, uint32_t head_len,
 		{ .addr = (uintptr_t)head, .length = head_len },
 		{ .addr = (uintptr_t)tail, .length = tail_len },
 	};
-	struct ibv_send_wr wr = {
-		.wr_id = wr_id,
-		.sg_list = sge,
-		.num_sge = 2,
-		.opcode = IBV_WR_SEND,
-		.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
-			      IBV_SEND_SOLICITED | IBV_SEND_INLINE,
-	}, *bad;
 
-	if (c->max_send_sge < 2 || head_len + tail_len > c->max_inline)
+	if (c->max_send_sge < 2)
 		return -EINVAL;
-	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+	return conn_post_sges(c, sge, 2, head_len + tail_len, false, wr_id,
+			      signaled);
 }
 
 int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
@@ -816,20 +831,8 @@ int xs_conn_post_send(struct xs_conn *c, const void *buf, uint32_t len,
 		.length = len,
 		.lkey = b ? b->lkey : 0,
 	};
-	struct ibv_send_wr wr = {
-		.wr_id = wr_id,
-		.sg_list = &sge,
-		.num_sge = 1,
-		.opcode = IBV_WR_SEND,
-		.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
-			      IBV_SEND_SOLICITED,
-	}, *bad;
 
-	if (len <= c->max_inline)
-		wr.send_flags |= IBV_SEND_INLINE;
-	else if (!b)
-		return -EINVAL;
-	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+	return conn_post_sges(c, &sge, 1, len, b != NULL, wr_id, signaled);
 }
 
 int xs_conn_post_rndv(struct xs_conn *c, unsigned int w, uint32_t rkey,
