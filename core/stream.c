@@ -39,11 +39,7 @@ void stream_iov_copy(struct iov_cursor *cur, void *buf, size_t n, bool to_iov)
 			memcpy(p, (const uint8_t *)v->iov_base + cur->off, k);
 		p += k;
 		n -= k;
-		cur->off += k;
-		if (cur->off == v->iov_len) {
-			cur->i++;
-			cur->off = 0;
-		}
+		stream_iov_step(cur, k);
 	}
 }
 

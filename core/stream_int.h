@@ -67,6 +67,16 @@ struct iov_cursor {
 	size_t off;
 };
 
+/* Move @cur past @k bytes of its current entry (at most what is left). */
+static inline void stream_iov_step(struct iov_cursor *cur, size_t k)
+{
+	cur->off += k;
+	if (cur->off == cur->iov[cur->i].iov_len) {
+		cur->i++;
+		cur->off = 0;
+	}
+}
+
 #define stream_news() xs_stream_news_bump()
 
 /* A note that @s's readiness may have changed, or its CQ's arm may fall

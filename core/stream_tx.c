@@ -155,11 +155,7 @@ static const void *stream_iov_take(struct iov_cursor *cur, uint32_t len)
 	if (v->iov_len - cur->off < len)
 		return NULL;
 	p = (const uint8_t *)v->iov_base + cur->off;
-	cur->off += len;
-	if (cur->off == v->iov_len) {
-		cur->i++;
-		cur->off = 0;
-	}
+	stream_iov_step(cur, len);
 	return p;
 }
 
