@@ -402,15 +402,15 @@ static int sock_connect_finish(struct xs_sock *s, int fd, bool shared)
 }
 
 /*
- * The worker: the probe, then the kernel's connect - with the hello and
- * the client's negotiation right after it (this process is the one that
- * uses the socket: it connected non-blocking) when xsock listens there -
- * then the outcome published: kind RDMA, or kind TCP (for an undecided
- * fallback, with the kernel's non-blocking connect started on the same
- * socket, its progress and SO_ERROR the kernel's), and the eventfd
- * written so that emulated waits look again.
+ * Non-blocking connect @a's handshake, on a connect worker: the probe,
+ * then the kernel's connect - with the hello and the client's negotiation
+ * right after it (this process is the one that uses the socket: it
+ * connected non-blocking) when xsock listens there - then the outcome
+ * published: kind RDMA, or kind TCP (for an undecided fallback, with the
+ * kernel's non-blocking connect started on the same socket, its progress
+ * and SO_ERROR the kernel's), and the eventfd written so that emulated
+ * waits look again. Frees @a.
  */
-/* A non-blocking connect's handshake, on a worker; frees @a. */
 static void sock_connect_run(struct sock_connecting *a)
 {
 	struct xs_sock *s = a->s;

@@ -25,11 +25,13 @@ void __chk_fail(void) __attribute__((noreturn));
 
 /* io_rdma()'s answers for a connect still deciding: non-blocking, or a
  * blocking wait a signal interrupted */
-#define IO_AGAIN     ((struct xs_sock *)1)
-#define IO_INTR	     ((struct xs_sock *)2)
-#define IO_RESET     ((struct xs_sock *)3) /* core/handoff.c: foreign */
-#define IO_BADF	     ((struct xs_sock *)4) /* closed while it waited */
-#define IO_FAILED(s) ((uintptr_t)(s) >= 1 && (uintptr_t)(s) <= 4)
+#define IO_AGAIN ((struct xs_sock *)1)
+#define IO_INTR	 ((struct xs_sock *)2)
+#define IO_RESET ((struct xs_sock *)3) /* core/handoff.c: foreign */
+#define IO_BADF	 ((struct xs_sock *)4) /* closed while it waited */
+#define IO_FAILED(s)                                                           \
+	((uintptr_t)(s) >= (uintptr_t)IO_AGAIN &&                              \
+	 (uintptr_t)(s) <= (uintptr_t)IO_BADF)
 
 static int io_failed(const struct xs_sock *s)
 {

@@ -80,7 +80,6 @@ static atomic_int race_started;
 static void *race_writer(void *arg)
 {
 	uintptr_t k = (uintptr_t)arg;
-
 	unsigned int n = 0;
 
 	atomic_fetch_add(&race_started, 1);
