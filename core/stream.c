@@ -226,12 +226,17 @@ void stream_reset(struct xs_stream *s, const char *why)
 
 /*
  * The reset as a call reports it, cf. sock_error(): the first call after
- * it gets -ECONNRESET (-EPIPE for a RESET after the peer's FIN) and
- * clears it, as SO_ERROR does; later reads see EOF and later writes
- * -EPIPE, as on a TCP socket closed by an RST.
+ * it that moved no byte (@done is 0) gets -ECONNRESET (-EPIPE for a RESET
+ * after the peer's FIN) and clears it, as SO_ERROR does; later reads see
+ * EOF and later writes -EPIPE, as on a TCP socket closed by an RST. A
+ * call that moved bytes returns them and leaves the error for the next
+ * (tcp_sendmsg() and tcp_recvmsg() with copied > 0), so a writer whose
+ * send the reset cut short gets ECONNRESET next, not EPIPE and SIGPIPE.
  */
-static int stream_error(struct xs_stream *s, bool writing)
+static int stream_error(struct xs_stream *s, bool writing, size_t done)
 {
+	if (done)
+		return 0;
 	if (s->error_pending) {
 		s->error_pending = false;
 		return s->error;
@@ -658,14 +663,14 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	}
 	rndv_max = s->stage ? s->stage_chunk : 0;
 	if (total == 0 && s->error) /* tcp_sendmsg: even 0 bytes, after */
-		rc = stream_error(s, true); /* an RST or a shutdown */
+		rc = stream_error(s, true, 0); /* an RST or a shutdown */
 	else if (total == 0 && s->wr_shut)
 		rc = -EPIPE;
 	if (total == 0 && !s->error && !s->wr_shut && s->move_sent)
 		rc = XS_STREAM_MOVED;
 	while (sent < total) {
 		if (s->error) {
-			rc = stream_error(s, true);
+			rc = stream_error(s, true, sent);
 			break;
 		}
 		if (s->wr_shut) {
@@ -684,7 +689,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			if (taken)
 				dropped = total < room ? total : room;
 			stream_closed_rst(s);
-			rc = taken ? -EPIPE : stream_error(s, true);
+			rc = taken ? -EPIPE : stream_error(s, true, sent);
 			break;
 		}
 		if (s->move_sent) { /* the rest goes on over TCP */
@@ -857,7 +862,7 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		}
 		/* a reset loses what was never READ; what was, is read */
 		if (s->error) {
-			rc = stream_error(s, false);
+			rc = stream_error(s, false, copied);
 			break;
 		}
 		if (stream_poll_cq(s))

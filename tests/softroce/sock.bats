@@ -100,6 +100,14 @@ ac_rounds()
 	[[ $(stat acgc rdma) == 1 ]]
 }
 
+@test "sock: a send blocked on a server that closes unread returns what went; the next fails with ECONNRESET, not EPIPE and SIGPIPE, as over kernel TCP" {
+	# the reset that cuts a send short stays pending for the next call
+	# (tcp_sendmsg() with bytes copied): EPIPE there raised SIGPIPE and
+	# killed an echo server (rogue.bats' credit-overrun) that TCP keeps
+	ac_rounds acf greet 4 client-flood "sends=part,ECONNRESET,EPIPE" 3
+	[[ $(stat acf rdma) == 3 && $(stat acf tcp) == 1 ]]
+}
+
 # sockprobe's cases (tests/tools/sockprobe.c, which tests/bats/probes.bats
 # runs over loopback) with both ends of each pair on an RDMA device's
 # address: flags, timeouts, shutdown, EOF, SA_RESTART and EINTR, ioctl,

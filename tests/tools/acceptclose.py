@@ -19,13 +19,21 @@ health check's target, a server at its limit), and its client.
                                      read the greeting, send 1000 bytes,
                                      wait for the close, then print what
                                      recv and send answer
+  acceptclose.py client-flood HOST PORT
+                                     read the greeting, then send 8 MiB a
+                                     call, blocking, until two calls fail,
+                                     and print what each call answered
 
 The client prints one line: "recv=R send=S", R and S a count or an errno
 name; over kernel TCP, "recv=0 send=1" (a FIN, then the first send is
 taken and answered with an RST), and for client-send "recv=ECONNRESET
 send=EPIPE" (tcp_close() sends RST for data it never read); client-read
 prints "got=B end=R", B the bytes read and R what the last recv answered:
-over kernel TCP the whole line, then 0.
+over kernel TCP the whole line, then 0. client-flood prints "sends=A,..."
+with "part" for a call that sent less than asked and errno names for the
+failures: over kernel TCP against greet, "sends=part,ECONNRESET,EPIPE"
+(the RST cuts the blocked send short and stays pending for the next call,
+tcp_sendmsg(); no SIGPIPE for it).
 """
 import errno
 import select
@@ -93,6 +101,22 @@ def main():
             except OSError as e:
                 end = errno.errorcode.get(e.errno, str(e.errno))
         print(f"got={got!r} end={end}")
+        return 0
+    if cmd == "client-flood":
+        s.settimeout(10)
+        got = b""
+        while len(got) < 3:
+            got += s.recv(3 - len(got))
+        s.settimeout(None)  # blocking: a send returns when cut short
+        big, sends, failed = b"x" * (8 << 20), [], 0
+        while failed < 2 and len(sends) < 8:
+            try:
+                n = s.send(big)
+                sends.append("part" if n < len(big) else "all")
+            except OSError as e:
+                sends.append(errno.errorcode.get(e.errno, str(e.errno)))
+                failed += 1
+        print("sends=" + ",".join(sends))
         return 0
     if cmd == "client-send":
         s.settimeout(10)
