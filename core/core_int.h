@@ -336,6 +336,20 @@ bool xs_move_adopt(struct xs_sock *s, int fd, unsigned int state,
  */
 bool xs_move_adopt_lent(struct xs_sock *s, int fd, unsigned int chan);
 
+/**
+ * xs_sock_to_kernel() - move RDMA socket @s (fd @fd) to its kernel TCP
+ *                       connection for good, for what only the kernel
+ *                       carries (urgent data, MSG_OOB): this process's
+ *                       own connection as an exec moves it, another's
+ *                       through its owner (xs_sock_move())
+ * Context: may block until the peer answers the MOVE (XS_MOVE_TIMEOUT_MS);
+ *          takes move_out_lock or move_lock.
+ * Return: 0 (also for a socket that is no RDMA one or moved already), or
+ *         -ECONNRESET and the like: the move failed, the connection is
+ *         reset.
+ */
+int xs_sock_to_kernel(struct xs_sock *s, int fd);
+
 /* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
 void xs_sock_move_free(struct xs_sock *s);
 

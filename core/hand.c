@@ -179,6 +179,26 @@ static int move_self(struct xs_sock *s, int fd, unsigned int *endedp)
 	return rc;
 }
 
+int xs_sock_to_kernel(struct xs_sock *s, int fd)
+{
+	int saved = errno, rc = 0;
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved))
+		return 0;
+	if (!xs_sock_mine(s))
+		return xs_sock_move(s, fd); /* takes move_lock */
+	pthread_mutex_lock(&move_out_lock);
+	if (!atomic_load(&s->moved)) {
+		XS_INSIDE(); /* the stream polls its CQ */
+		rc = move_self(s, fd, NULL);
+	}
+	pthread_mutex_unlock(&move_out_lock);
+	xs_info("move", "fd %d: kernel TCP from here on, for urgent data: %s",
+		fd, rc ? strerror(-rc) : "done");
+	errno = saved;
+	return rc;
+}
+
 /* Write all of @len bytes of @bytes to file @fd. Return: 0 or -errno. */
 static int move_write_file(int fd, const uint8_t *bytes, size_t len)
 {

@@ -54,7 +54,9 @@ static bool sock_moved(struct xs_sock *s, int fd, bool *reset)
 /* Both directions of @s's stream moved: its fd is the kernel's now. */
 static void sock_moved_check(struct xs_sock *s)
 {
-	if (xs_stream_moved(s->stream) == (XS_MOVED_TX | XS_MOVED_RX))
+	unsigned int both = XS_MOVED_TX | XS_MOVED_RX;
+
+	if ((xs_stream_moved(s->stream) & both) == both)
 		xs_sock_set_moved(s);
 }
 
@@ -78,10 +80,17 @@ ssize_t xs_sock_send(struct xs_sock *s, int fd, const struct iovec *iov,
 
 	if (sock_moved(s, fd, &reset))
 		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, true);
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
 	if (reset)
 		return -ECONNRESET;
+	/* Urgent data has no place in the stream: the connection moves to
+	 * its kernel TCP connection, every byte before it in order, and the
+	 * kernel sends it; the peer's kernel socket gets it (SIOCATMARK,
+	 * POLLPRI, recv(MSG_OOB)), as the rest from then on. */
+	if (flags & MSG_OOB) {
+		rc = xs_sock_to_kernel(s, fd);
+		return rc ? rc
+			  : xs_move_kernel_io(fd, iov, iovcnt, 0, flags, true);
+	}
 	{
 		XS_INSIDE(); /* the stream posts WRs and polls its CQ */
 		rc = xs_stream_send(s->stream, iov, iovcnt,
@@ -134,8 +143,13 @@ ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 
 	if (sock_moved(s, fd, &reset))
 		return xs_move_recv(s, fd, iov, iovcnt, flags);
+	/* Urgent data comes to the kernel socket only, after the peer
+	 * moved there (xs_sock_send()); before, there is none. */
 	if (flags & MSG_OOB)
-		return -EINVAL; /* tcp_recv_urg() without urgent data */
+		return xs_stream_moved(s->stream) & XS_MOVED_PEER
+			       ? xs_move_kernel_io(fd, iov, iovcnt, 0, flags,
+						   false)
+			       : -EINVAL; /* tcp_recv_urg() without it */
 	if (flags & MSG_ERRQUEUE)
 		return -EAGAIN; /* nothing is ever queued there */
 	if (reset)

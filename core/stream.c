@@ -1054,6 +1054,8 @@ unsigned int xs_stream_moved(struct xs_stream *s)
 		how |= XS_MOVED_TX;
 	if (stream_rx_moved(s))
 		how |= XS_MOVED_RX;
+	if (s->peer_moved)
+		how |= XS_MOVED_PEER;
 	pthread_mutex_unlock(&s->lock);
 	return how;
 }

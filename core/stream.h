@@ -424,8 +424,9 @@ bool xs_stream_unread(struct xs_stream *s);
 bool xs_stream_failed(struct xs_stream *s);
 
 /* xs_stream_moved() bits */
-#define XS_MOVED_TX 0x1 /* our MOVE is posted: sends go to the kernel */
-#define XS_MOVED_RX 0x2 /* the peer's MOVE came and its RDMA bytes are read */
+#define XS_MOVED_TX   0x1 /* our MOVE is posted: sends go to the kernel */
+#define XS_MOVED_RX   0x2 /* the peer's MOVE came and its RDMA bytes are read */
+#define XS_MOVED_PEER 0x4 /* the peer's MOVE came: its sends are the kernel's */
 
 /**
  * xs_stream_moved() - how far the stream moved to its kernel TCP
