@@ -83,8 +83,9 @@ void xs_dev_unlock(void);
  *                      client socket: this process's own connection
  * xs_self_del() - take @s off the list (its negotiation ended, or it goes)
  * xs_self_other() - the other end of listed @s, if no fork came since both
- *                   were listed: a reference for the caller, its fd in
- *                   *@other_fd; else NULL
+ *                   were listed: a reference for the caller, an fd of
+ *                   it in *@other_fd (a dup where the first is closed);
+ *                   else NULL
  * xs_self_fork_child() - empty the list in a forked child
  * Context: any thread; a leaf lock. Each costs one load while the list is
  * empty; xs_self_add() and xs_self_accepted() then a getsockname(2) or

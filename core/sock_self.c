@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "core_int.h"
+#include "fdtab.h"
 
 /* Connects in flight to our own listeners at once, at most (two entries
  * each); past that, a self-connection negotiates as any other (a stall,
@@ -110,6 +111,31 @@ void xs_self_del(const struct xs_sock *s)
 	pthread_mutex_unlock(&sock_self_lock);
 }
 
+/*
+ * An fd of this process that refers to @s: @fd, on which it was connected
+ * or accepted, or, where the application closed that one and kept a dup
+ * (fcntl(F_DUPFD) to a high number, then close), the lowest such dup;
+ * -1 when none is left. Never a number that another file took since.
+ * Context: without sock_self_lock (the table takes its references).
+ */
+static int self_fd_of(const struct xs_sock *s, int fd)
+{
+	struct xs_sock *t = xs_fdtab_get(fd);
+	bool same = t == s;
+
+	xs_sock_put(t);
+	if (same)
+		return fd;
+	for (fd = xs_fdtab_next(-1); fd >= 0; fd = xs_fdtab_next(fd)) {
+		t = xs_fdtab_get(fd);
+		same = t == s;
+		xs_sock_put(t);
+		if (same)
+			return fd;
+	}
+	return -1;
+}
+
 struct xs_sock *xs_self_other(const struct xs_sock *s, int *other_fd)
 {
 	struct xs_sock *found = NULL;
@@ -139,6 +165,10 @@ struct xs_sock *xs_self_other(const struct xs_sock *s, int *other_fd)
 		break;
 	}
 	pthread_mutex_unlock(&sock_self_lock);
+	if (found && (*other_fd = self_fd_of(found, *other_fd)) < 0) {
+		xs_sock_put(found); /* the application closed every fd of it */
+		found = NULL;
+	}
 	return found;
 }
 
