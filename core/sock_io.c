@@ -350,6 +350,22 @@ static void sock_keepalive_done(struct xs_sock *s, int fd)
 	atomic_store(&s->keepidle_s, on && idle > 0 ? idle : 0);
 }
 
+/* SO_RCVLOWAT changed: what the kernel stored (0 reads back as 1) goes to
+ * the stream, which polls and reads by it. A socket not yet RDMA reads it
+ * from the kernel when its stream starts (xs_sock_attach()). */
+static void sock_rcvlowat_done(struct xs_sock *s, int fd)
+{
+	int v = 1;
+	socklen_t len = sizeof(v);
+
+	if (xs_sock_kind(s) != XS_KIND_RDMA || !xs_sock_mine(s) ||
+	    atomic_load(&s->moved) ||
+	    xs_real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len) < 0)
+		return;
+	XS_INSIDE(); /* a stream call, as every one */
+	xs_stream_set_rcvlowat(s->stream, v);
+}
+
 void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
 {
 	struct timeval tv;
@@ -358,6 +374,10 @@ void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
 
 	if (level == SOL_SOCKET && name == SO_LINGER) {
 		sock_linger_done(s, fd);
+		return;
+	}
+	if (level == SOL_SOCKET && name == SO_RCVLOWAT) {
+		sock_rcvlowat_done(s, fd);
 		return;
 	}
 	if ((level == SOL_SOCKET && name == SO_KEEPALIVE) ||

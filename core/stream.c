@@ -835,7 +835,7 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = xs_iov_total(iov, iovcnt), copied = 0;
+	size_t total = xs_iov_total(iov, iovcnt), copied = 0, target;
 	bool peek = flags & XS_RECV_PEEK;
 	int rc = 0;
 
@@ -843,13 +843,19 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	if (total == 0)
 		return 0;
 	pthread_mutex_lock(&s->lock);
+	/* tcp_recvmsg()'s target: everything with MSG_WAITALL, else
+	 * SO_RCVLOWAT bytes (1 by default) or what was asked for */
+	target = (flags & XS_RECV_WAITALL) && !peek ? total
+		 : (size_t)s->rcvlowat < total	    ? (size_t)s->rcvlowat
+						    : total;
+	if (target < 1)
+		target = 1;
 	for (;;) {
 		if (peek)
 			cur = (struct iov_cursor){ iov, iovcnt, 0, 0 };
 		copied += stream_copy(s, &cur, total - copied, peek,
 				      flags & XS_RECV_DISCARD);
-		if (copied == total ||
-		    (copied && (peek || !(flags & XS_RECV_WAITALL))))
+		if (copied >= target)
 			break;
 		if (peek)
 			copied = 0;
@@ -978,6 +984,24 @@ static bool stream_rx_moved(const struct xs_stream *s)
 	return s->peer_moved && !s->peer_fin && !s->rxq_len;
 }
 
+/* Bytes the stream must hold to poll readable: SO_RCVLOWAT, at most half
+ * what its receive ring holds (tcp_set_rcvlowat(): half the buffer), so
+ * that a peer out of credits never leaves it unreadable. With s->lock. */
+static size_t stream_lowat(const struct xs_stream *s)
+{
+	size_t half = (size_t)s->c->nr_rx * s->c->local.eager_size / 2;
+
+	return (size_t)s->rcvlowat < half ? (size_t)s->rcvlowat : half;
+}
+
+void xs_stream_set_rcvlowat(struct xs_stream *s, int bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->rcvlowat = bytes > 1 ? bytes : 1;
+	stream_gen_bump(s); /* readiness may change */
+	pthread_mutex_unlock(&s->lock);
+}
+
 unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 {
 	unsigned int ev = 0;
@@ -997,7 +1021,8 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	stream_return_credits(s);
 	if ((how & XS_STREAM_ARM) && s->pool_starved)
 		ev |= XS_EV_STARVED;
-	if ((s->rxq_len && stream_rx_ready(&s->rxq[s->rxq_head])) ||
+	if ((s->rxq_len && stream_rx_ready(&s->rxq[s->rxq_head]) &&
+	     (s->rcvlowat <= 1 || stream_readable(s) >= stream_lowat(s))) ||
 	    s->peer_fin || s->rd_shut)
 		ev |= XS_EV_IN;
 	if (s->peer_fin || s->rd_shut)

@@ -186,6 +186,7 @@ struct xs_stream {
 	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
 	bool peer_fin;		/* FIN received: EOF after the queue */
 	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
+	int rcvlowat; /* SO_RCVLOWAT: bytes a read waits for and poll wants */
 	bool tx_after_fin; /* bytes went after the peer's FIN: once its QP is
 			    * gone they drew its RST (stream_peer_lost()) */
 	bool kernel_ended; /* the kernel TCP connection below got the peer's
@@ -422,6 +423,19 @@ bool xs_stream_unread(struct xs_stream *s);
  * @s: stream. Context: takes s->lock.
  */
 bool xs_stream_failed(struct xs_stream *s);
+
+/**
+ * xs_stream_set_rcvlowat() - SO_RCVLOWAT of the socket, as the kernel
+ *                            stored it (1 and up)
+ * @s: stream. Context: takes s->lock.
+ *
+ * Poll shows the stream readable from @bytes on (or at its end, or a
+ * reset), capped at half its receive ring as the kernel caps it at half
+ * the receive buffer; a blocking read waits for up to @bytes of what it
+ * asked for, as tcp_recvmsg()'s target. A non-blocking read takes what
+ * is there.
+ */
+void xs_stream_set_rcvlowat(struct xs_stream *s, int bytes);
 
 /* xs_stream_moved() bits */
 #define XS_MOVED_TX   0x1 /* our MOVE is posted: sends go to the kernel */
