@@ -880,6 +880,8 @@ ssize_t xs_move_recv(struct xs_sock *s, int fd, const struct iovec *iov,
 	bool eof;
 	int i;
 
+	if (flags & MSG_OOB) /* urgent data is the kernel socket's alone */
+		return xs_move_kernel_io(fd, iov, iovcnt, 0, flags, false);
 	pthread_mutex_lock(&s->lock);
 	if (s->prefix_off < s->prefix_len && total) {
 		src = s->prefix + s->prefix_off;

@@ -276,6 +276,17 @@ int xs_sock_name(struct xs_sock *s, int fd, bool peer, struct sockaddr *addr,
 	return 0;
 }
 
+/* Whether every byte that came over RDMA is read, and the kernel socket's
+ * come next: a stream whose peer moved, read to its MOVE; a moved socket
+ * whose bytes taken over are read. */
+static bool sock_at_kernel(struct xs_sock *s)
+{
+	if (atomic_load(&s->moved))
+		return !atomic_load(&s->prefix_left);
+	XS_INSIDE(); /* a stream call */
+	return xs_stream_moved(s->stream) & XS_MOVED_RX;
+}
+
 int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 {
 	int rc, v;
@@ -297,6 +308,11 @@ int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 	rc = xs_real.ioctl(fd, request, arg);
 	if (rc < 0)
 		return -errno;
+	/* The urgent mark is in the kernel's stream, after every byte that
+	 * came over RDMA (xs_sock_send()): not there while one is unread. */
+	if (request == SIOCATMARK && xs_sock_kind(s) == XS_KIND_RDMA &&
+	    !sock_foreign(s) && *(int *)arg && !sock_at_kernel(s))
+		*(int *)arg = 0;
 	/* moved: the bytes taken over come before the kernel's */
 	if (request == SIOCINQ && atomic_load(&s->moved) &&
 	    atomic_load(&s->prefix_left)) {

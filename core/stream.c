@@ -835,7 +835,8 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 {
 	struct iov_cursor cur = { iov, iovcnt, 0, 0 };
 	uint64_t deadline = stream_deadline(timeout_ms);
-	size_t total = xs_iov_total(iov, iovcnt), copied = 0, target;
+	size_t total = xs_iov_total(iov, iovcnt), copied = 0, target,
+	       peeked = 0;
 	bool peek = flags & XS_RECV_PEEK;
 	int rc = 0;
 
@@ -857,8 +858,10 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 				      flags & XS_RECV_DISCARD);
 		if (copied >= target)
 			break;
-		if (peek)
+		if (peek) { /* looked at again from the start */
+			peeked = copied;
 			copied = 0;
+		}
 		if (s->rd_shut || (s->rxq_len == 0 && s->peer_fin))
 			break; /* EOF */
 		if (s->rxq_len == 0 && s->peer_moved) {
@@ -887,6 +890,10 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		stream_pub_queues(s);
 	}
 	pthread_mutex_unlock(&s->lock);
+	/* short of SO_RCVLOWAT at the end, a reset, EAGAIN or the timeout:
+	 * what is there, as tcp_recvmsg() returns what it copied */
+	if (!copied && peeked)
+		return (ssize_t)peeked;
 	return copied ? (ssize_t)copied : rc;
 }
 
@@ -999,6 +1006,7 @@ void xs_stream_set_rcvlowat(struct xs_stream *s, int bytes)
 	pthread_mutex_lock(&s->lock);
 	s->rcvlowat = bytes > 1 ? bytes : 1;
 	stream_gen_bump(s); /* readiness may change */
+	stream_wake(s);	    /* a poll asleep looks again (tcp_set_rcvlowat()) */
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -409,7 +409,7 @@ XS_EXPORT int ioctl(int fd, unsigned long request, ...)
 	va_end(ap);
 	if (!xs_enter() ||
 	    (request != FIONBIO && request != FIONREAD && request != SIOCOUTQ &&
-	     request != SIOCOUTQNSD) ||
+	     request != SIOCOUTQNSD && request != SIOCATMARK) ||
 	    !(s = xs_fdtab_get(fd)))
 		return XS_CALL(ioctl, fd, request, arg);
 	rc = xs_sock_ioctl(s, fd, request, arg);
