@@ -447,13 +447,19 @@ static int neg_peek(int fd, int type, struct xs_tcp_msg *m)
 	int r;
 
 	/* A pending error (a reset) is the application's to read: a recv
-	 * here would take it (sock_error() clears it). */
-	if (xs_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLNVAL)))
+	 * on an empty queue would take it (sock_error() clears it), one
+	 * that finds bytes leaves it (tcp_recvmsg()). So the bytes that came
+	 * before the reset are looked at: a FALLBACK there, once the REPLY
+	 * drew the RST of a client that had ended, is ours to take, never
+	 * the application's to read. */
+	r = neg_inq(fd);
+	if (xs_real.poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLNVAL)) &&
+	    r <= 0)
 		return -2;
 	/* Nor may one that comes after that look be taken: a recv finds an
 	 * error only when no byte is queued, so none is made then. */
-	if (neg_inq(fd) == 0)
-		return p.revents & (POLLHUP | POLLRDHUP) ? -2 : 0;
+	if (r == 0 || neg_inq(fd) == 0)
+		return p.revents & (POLLHUP | POLLRDHUP | POLLERR) ? -2 : 0;
 	n = xs_real.recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR

@@ -134,6 +134,37 @@ ac_rounds()
 	[[ $(stat oobs rdma) == 3 && $(stat oobs tcp) == 1 ]]
 }
 
+@test "sock: a server that reads its connections one by one, the rest after their client was killed: every byte written, and none of ours" {
+	local late=tests/tools/lateserve.py line i n sha full=0
+	# the client's negotiations wait for a server that looks at none
+	# before 1 s, then at the first only: each runs out (500 ms) and
+	# falls back, its FALLBACK before its bytes; the server answers their
+	# hellos once the client is dead, and that answer draws an RST: what
+	# came before it is still looked at, and the FALLBACK is ours
+	rm -f "$XS_RUN_DIR/late.stats"
+	remote_bg late env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/late.stats" \
+		python3 "$late" serve "$XS_ADDR_A" "$port" 12
+	server_ready late rdma
+	run timeout 4 env $(xsenv latec) XSOCK_CONNECT_TIMEOUT_MS=500 python3 "$late" client "$XS_ADDR_A" "$port" 12
+	((status == 124)) # killed while it waited
+	"$XS_REMOTE" --wait late --timeout 60
+	cat "$XS_RUN_DIR/remote/late.log" "$XS_RUN_DIR/late.stats"
+	for ((i = 0; i < 12; i++)); do
+		line=$(grep "^conn $i: " "$XS_RUN_DIR/remote/late.log")
+		n=$((1000 * (i + 1)))
+		sha=$(python3 -c "import hashlib; n = $n; print(hashlib.sha256((hashlib.sha256(bytes([$i])).digest() * (n // 32 + 1))[:n]).hexdigest()[:16])")
+		if [[ "$line" == "conn $i: bytes=$n sha=$sha" ]]; then
+			full=$((full + 1))
+		else
+			[[ "$line" == "conn $i: bytes=0 sha=e3b0c44298fc1c14" ]]
+		fi
+	done
+	note "$BATS_TEST_DESCRIPTION: $full of 12 connections written whole"
+	((full >= 3))
+	# each written one fell back (its negotiation ran out), counted so
+	(($(stat late tcp) >= full))
+}
+
 # sockprobe's cases (tests/tools/sockprobe.c, which tests/bats/probes.bats
 # runs over loopback) with both ends of each pair on an RDMA device's
 # address: flags, timeouts, shutdown, EOF, SA_RESTART and EINTR, ioctl,
