@@ -546,55 +546,33 @@ static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 	}
 }
 
-/* @m's socket with a reference if it still exists, whatever became of
- * its fd (a dup of it lives on); else NULL. */
-static struct xs_sock *ep_member_alive(const struct ep_member *m)
-{
-	if (!xs_sock_tryget(m->s))
-		return NULL;
-	if (m->s->incarnation == m->incarnation)
-		return m->s;
-	xs_sock_put(m->s); /* the object serves another socket now */
-	return NULL;
-}
-
-/*
- * The member's socket with a reference, or NULL when it is gone: its fd
- * now names another socket, or was closed with the socket's last fd. A
- * member whose fd was closed while a dup keeps the socket stays, as the
- * kernel's registration belongs to the open file, not to the number: it
- * is reported, with its data, until the socket's last fd closes. Called
- * with ep->lock held; the caller puts the reference (xs_sock_put()).
- */
+/* The member's socket with a reference, or NULL when its fd was closed
+ * (or now names another socket). Called with ep->lock held; the caller
+ * puts the reference (xs_sock_put()). */
 struct xs_sock *ep_member_sock(const struct ep_member *m)
 {
 	struct xs_sock *now = xs_fdtab_get(m->fd);
 
 	if (now && (now != m->s || now->incarnation != m->incarnation)) {
 		xs_sock_put(now);
-		return NULL;
+		now = NULL;
 	}
-	if (!now)
-		now = ep_member_alive(m);
 	return now;
 }
 
-/* Whether @m's fd still names its socket @s (not closed behind a dup). */
-static bool ep_member_fd_is(const struct ep_member *m, struct xs_sock *s)
+/*
+ * Drop member @m. @live: its socket still exists, so its channel fds leave
+ * the inner set; a closed socket's fds left it when they were closed (and
+ * their numbers may belong to someone else by now).
+ */
+static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 {
-	struct xs_sock *now = xs_fdtab_get(m->fd);
+	struct xs_sock *s = m->s;
+	int fd = m->fd;
 
-	xs_sock_put(now);
-	return now == s;
-}
-
-/* ep_remove()'s @live for member @m, found gone or to be dropped. */
-static bool ep_member_live(const struct ep_member *m)
-{
-	struct xs_sock *s = ep_member_alive(m);
-
-	xs_sock_put(s);
-	return s != NULL;
+	ep_member_drop(ep, m);
+	if (live && !ep_shares(ep, s, fd))
+		ep_channels(ep, s, EPOLL_CTL_DEL);
 }
 
 /* The eventfd of @s in the inner set, or out of it (@op). */
@@ -606,26 +584,6 @@ static void ep_evfd(struct ep_set *ep, struct xs_sock *s, int op)
 		return;
 	ev.data.fd = s->connect_evfd;
 	xs_real.epoll_ctl(ep->inner, op, s->connect_evfd, &ev);
-}
-
-/*
- * Drop member @m. @live: its socket still exists, so its channel fds (its
- * eventfd while it connects) leave the inner set, or it would stay
- * readable with no member to drain it; a closed socket's fds left it when
- * they were closed (and their numbers may belong to someone else by now).
- */
-static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
-{
-	struct xs_sock *s = m->s;
-	bool connecting = m->connecting;
-	int fd = m->fd;
-
-	ep_member_drop(ep, m);
-	if (!live || ep_shares(ep, s, fd))
-		return;
-	ep_channels(ep, s, EPOLL_CTL_DEL);
-	if (connecting)
-		ep_evfd(ep, s, EPOLL_CTL_DEL);
 }
 
 /*
@@ -688,15 +646,14 @@ void ep_settle(int epfd, struct ep_set *ep)
 		struct xs_sock *s = ep_member_sock(m);
 
 		if (!s) {
-			ep_remove(ep, m, ep_member_live(m));
+			ep_remove(ep, m, false);
 			ep->idle_valid = false;
 			continue;
 		}
 		/* a connect done, the transport still to negotiate: this
 		 * process waits on it, so it does its I/O */
 		if (m->connecting && !xs_sock_connecting(s) &&
-		    xs_sock_negotiable(s) && ep_member_fd_is(m, s) &&
-		    xs_sock_claim(s, m->fd)) {
+		    xs_sock_negotiable(s) && xs_sock_claim(s, m->fd)) {
 			xs_sock_put(s);
 			i++;
 			continue;
@@ -749,7 +706,7 @@ static void ep_settle_fd(int epfd, struct ep_set *ep, int fd)
 		return;
 	s = ep_member_sock(m);
 	if (!s) {
-		ep_remove(ep, m, ep_member_live(m));
+		ep_remove(ep, m, false);
 		ep->idle_valid = false;
 	} else if (!m->connecting && xs_sock_kind(s) == XS_KIND_RDMA &&
 		   xs_sock_plain(s)) {
@@ -789,7 +746,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	ep_settle_fd(epfd, ep, -1);
 	m = ep_find(ep, fd);
 	if (m && (m->s != s || m->incarnation != s->incarnation)) {
-		ep_remove(ep, m, ep_member_live(m)); /* fd reused meanwhile */
+		ep_remove(ep, m, false); /* fd closed and reused meanwhile */
 		m = NULL;
 	}
 	switch (op) {
