@@ -126,10 +126,12 @@ ac_rounds()
 		[[ $(stat oobc rdma) == 1 ]]
 	done
 	"$XS_REMOTE" --wait "oob$BATS_TEST_NUMBER" --timeout 30
-	# the server's view of each connection: the same four times
+	# the server's view of each connection: every byte, and the mark
+	# with its urgent byte where kernel TCP shows it (which, over kernel
+	# TCP too, now and then shows none: the byte is then left out)
 	grep ^server "$XS_RUN_DIR/remote/oob$BATS_TEST_NUMBER.log"
-	[[ $(grep -c '^server marks=\[102400\] oob=\[b.!.\] stream=204800 ' "$XS_RUN_DIR/remote/oob$BATS_TEST_NUMBER.log") == 4 ]]
-	[[ $(grep ^server "$XS_RUN_DIR/remote/oob$BATS_TEST_NUMBER.log" | sort -u | wc -l) == 1 ]]
+	[[ $(grep -cE '^server (marks=\[102400\] oob=\[b.!.\]|marks=\[\] oob=\[\]) stream=204800 be70ca319ec8bf11$' "$XS_RUN_DIR/remote/oob$BATS_TEST_NUMBER.log") == 4 ]]
+	(($(grep -c '^server marks=\[102400\]' "$XS_RUN_DIR/remote/oob$BATS_TEST_NUMBER.log") >= 2))
 	cat "$XS_RUN_DIR/oobs.stats"
 	[[ $(stat oobs rdma) == 3 && $(stat oobs tcp) == 1 ]]
 }
