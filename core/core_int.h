@@ -351,6 +351,10 @@ bool xs_move_adopt_lent(struct xs_sock *s, int fd, unsigned int chan);
  */
 int xs_sock_to_kernel(struct xs_sock *s, int fd);
 
+/* xs_sock_rcvlowat() - SO_RCVLOWAT of kernel socket @fd as the kernel
+ * stored it, 1 when it cannot be read (one getsockopt(2)) */
+int xs_sock_rcvlowat(int fd);
+
 /* xs_sock_move_free() - forget @s's move state (teardown, reuse) */
 void xs_sock_move_free(struct xs_sock *s);
 

@@ -1174,15 +1174,8 @@ int xs_sock_attach(struct xs_sock *s, struct xs_conn *c, int fd)
 	/* how a process that takes the connection over names it to us */
 	s->rdma_cookie = fd >= 0 ? xs_handoff_cookie(fd) : 0;
 	s->pub->setup_us = c->setup_us;
-	if (fd >= 0) { /* SO_RCVLOWAT set while the transport was decided */
-		int lowat = 1;
-		socklen_t len = sizeof(lowat);
-
-		if (xs_real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat,
-				       &len) == 0 &&
-		    lowat > 1)
-			st->rcvlowat = lowat;
-	}
+	if (fd >= 0) /* SO_RCVLOWAT set while the transport was decided */
+		st->rcvlowat = xs_sock_rcvlowat(fd);
 	xs_stream_publish(st, s->pub);
 	st->owner = s;
 	s->stream = st;

@@ -369,17 +369,24 @@ static void sock_keepalive_done(struct xs_sock *s, int fd)
 /* SO_RCVLOWAT changed: what the kernel stored (0 reads back as 1) goes to
  * the stream, which polls and reads by it. A socket not yet RDMA reads it
  * from the kernel when its stream starts (xs_sock_attach()). */
-static void sock_rcvlowat_done(struct xs_sock *s, int fd)
+int xs_sock_rcvlowat(int fd)
 {
 	int v = 1;
 	socklen_t len = sizeof(v);
 
+	if (xs_real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len) < 0 ||
+	    v < 1)
+		v = 1;
+	return v;
+}
+
+static void sock_rcvlowat_done(struct xs_sock *s, int fd)
+{
 	if (xs_sock_kind(s) != XS_KIND_RDMA || !xs_sock_mine(s) ||
-	    atomic_load(&s->moved) ||
-	    xs_real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &len) < 0)
+	    atomic_load(&s->moved))
 		return;
 	XS_INSIDE(); /* a stream call, as every one */
-	xs_stream_set_rcvlowat(s->stream, v);
+	xs_stream_set_rcvlowat(s->stream, xs_sock_rcvlowat(fd));
 }
 
 void xs_sock_setsockopt_done(struct xs_sock *s, int fd, int level, int name)
