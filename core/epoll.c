@@ -439,6 +439,7 @@ static struct ep_member *ep_member_add(struct ep_set *ep, int fd,
 		}
 	}
 	m->fd = fd;
+	m->held_fd = fd;
 	m->s = s;
 	m->nfds = -1;
 	ep_hash_oom = false;
@@ -546,17 +547,42 @@ static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 	}
 }
 
-/* The member's socket with a reference, or NULL when its fd was closed
- * (or now names another socket). Called with ep->lock held; the caller
- * puts the reference (xs_sock_put()). */
-struct xs_sock *ep_member_sock(const struct ep_member *m)
+/* Whether @now, from the fd table, is @m's socket; puts it if not. */
+static bool ep_member_is(const struct ep_member *m, struct xs_sock *now)
+{
+	if (now && now == m->s && now->incarnation == m->incarnation)
+		return true;
+	xs_sock_put(now);
+	return false;
+}
+
+/*
+ * The member's socket with a reference, or NULL when it is gone: its fd
+ * now names another socket, or was closed with the socket's last fd. A
+ * member whose fd was closed while a dup keeps the socket is found
+ * through the dup (m->held_fd), as the kernel's registration belongs to
+ * the open file. Called with ep->lock held; the caller puts the reference
+ * (xs_sock_put()).
+ */
+struct xs_sock *ep_member_sock(struct ep_member *m)
 {
 	struct xs_sock *now = xs_fdtab_get(m->fd);
+	int fd;
 
-	if (now && (now != m->s || now->incarnation != m->incarnation)) {
-		xs_sock_put(now);
-		now = NULL;
+	if (now || m->held_fd < 0) {
+		if (!ep_member_is(m, now))
+			return NULL;
+		m->held_fd = m->fd;
+		return now;
 	}
+	/* closed (its number maybe reused by a file that is no socket) */
+	fd = xs_fdtab_holder(m->s, m->held_fd);
+	now = fd >= 0 ? xs_fdtab_get(fd) : NULL;
+	if (!ep_member_is(m, now)) {
+		m->held_fd = -1; /* gone for good: no dup is searched again */
+		return NULL;
+	}
+	m->held_fd = fd;
 	return now;
 }
 
@@ -628,7 +654,7 @@ static void ep_decided(int epfd, struct ep_set *ep, struct xs_sock *s,
 		}
 		ev.events = m->disabled ? 0 : m->events;
 		ev.data = m->data;
-		(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->fd, &ev);
+		(void)!XS_CALL(epoll_ctl, epfd, EPOLL_CTL_ADD, m->held_fd, &ev);
 		ep_member_drop(ep, m);
 	}
 }
@@ -653,7 +679,7 @@ void ep_settle(int epfd, struct ep_set *ep)
 		/* a connect done, the transport still to negotiate: this
 		 * process waits on it, so it does its I/O */
 		if (m->connecting && !xs_sock_connecting(s) &&
-		    xs_sock_negotiable(s) && xs_sock_claim(s, m->fd)) {
+		    xs_sock_negotiable(s) && xs_sock_claim(s, m->held_fd)) {
 			xs_sock_put(s);
 			i++;
 			continue;

@@ -21,11 +21,14 @@
 /*
  * One xsock socket in an epoll set. It holds no reference, as the kernel's
  * epoll holds none on a file's last fd: close() tears the socket down at
- * once (FIN), and the member is found stale - its fd no longer maps to the
- * same incarnation of the object (type-stable memory) - and dropped.
+ * once (FIN), and the member is found stale - no fd maps to the same
+ * incarnation of the object (type-stable memory) any more - and dropped.
+ * As the kernel's registration belongs to the open file, a member whose
+ * fd was closed while a dup of it lives stays, found through the dup.
  */
 struct ep_member {
 	int fd;
+	int held_fd;	   /* fd, or the dup it was last found through */
 	struct xs_sock *s; /* no reference: check with ep_member_sock() */
 	unsigned int incarnation; /* of s when registered */
 	uint32_t events;	  /* as registered, EPOLLET/ONESHOT included */
@@ -97,7 +100,7 @@ struct ep_set {
 struct ep_set *ep_lookup(int epfd);
 struct ep_set *ep_hold(int epfd);
 void ep_put(struct ep_set *ep);
-struct xs_sock *ep_member_sock(const struct ep_member *m);
+struct xs_sock *ep_member_sock(struct ep_member *m);
 void ep_nest_mark(struct ep_set *ep, bool ready);
 void ep_settle(int epfd, struct ep_set *ep);
 void ep_wake(struct ep_set *ep, struct ep_member *m);

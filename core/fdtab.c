@@ -192,11 +192,8 @@ int xs_fdtab_insert(int fd, struct xs_sock *s)
 	return 0;
 }
 
-/*
- * Another fd that holds @s (a dup), for xsock-stat once @gone, the fd it
- * showed, is closed; -1 when none. Scans the chunks in use: only when the
- * shown fd of a dup'ed socket closes.
- */
+/* An fd other than @gone whose slot holds @s; -1 when none. Scans the
+ * chunks in use. */
 static int fdtab_other_fd(struct xs_sock *s, int gone)
 {
 	size_t ci, i,
@@ -204,8 +201,6 @@ static int fdtab_other_fd(struct xs_sock *s, int gone)
 			(fdtab.nr_fds + XS_FDTAB_CHUNK - 1) / XS_FDTAB_CHUNK;
 	fdtab_slot *chunk;
 
-	if (atomic_load_explicit(&s->refcnt, memory_order_relaxed) <= 1)
-		return -1; /* the last fd (or an operation) holds it */
 	for (ci = 0; ci < nr_chunks; ci++) {
 		chunk = atomic_load_explicit(&fdtab.chunks[ci],
 					     memory_order_acquire);
@@ -226,13 +221,29 @@ struct xs_sock *xs_fdtab_remove(int fd)
 	if (!slot || !atomic_load_explicit(slot, memory_order_relaxed))
 		return NULL;
 	s = atomic_exchange_explicit(slot, NULL, memory_order_acq_rel);
+	/* xsock-stat shows the socket by another fd (a dup) from now on;
+	 * refcnt 1 is this slot's alone (or an operation's): none other */
 	if (s && s->pub && s->pub->fd == fd)
-		s->pub->fd = fdtab_other_fd(s, fd);
+		s->pub->fd = atomic_load_explicit(&s->refcnt,
+						  memory_order_relaxed) > 1
+				     ? fdtab_other_fd(s, fd)
+				     : -1;
 	/* epoll sets holding the fd as an idle member look at it again,
 	 * find it closed and drop it, as the kernel's close would */
 	if (s)
 		xs_sock_note(s);
 	return s;
+}
+
+int xs_fdtab_holder(struct xs_sock *s, int hint)
+{
+	fdtab_slot *slot = fdtab_slot_of(hint);
+
+	if (slot && atomic_load_explicit(slot, memory_order_acquire) == s)
+		return hint;
+	if (atomic_load_explicit(&s->refcnt, memory_order_relaxed) == 0)
+		return -1; /* no slot holds it */
+	return fdtab_other_fd(s, -1);
 }
 
 void xs_fdtab_restore(int fd, struct xs_sock *s)

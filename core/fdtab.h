@@ -87,6 +87,19 @@ int xs_fdtab_insert(int fd, struct xs_sock *s);
 struct xs_sock *xs_fdtab_remove(int fd);
 
 /**
+ * xs_fdtab_holder() - an fd whose slot holds @s (a dup of a closed fd)
+ * @s:    socket object; the caller holds no slot of it, maybe a reference
+ * @hint: the fd to try first (the last answer), or -1
+ *
+ * Scans the chunks in use unless @hint still holds @s, so its callers ask
+ * only after an fd of @s closed. The answer may be stale at once: a slot
+ * can change under any thread; check the object with xs_fdtab_get().
+ * Context: any thread, lock-free.
+ * Return: that fd, or -1 when no slot holds @s.
+ */
+int xs_fdtab_holder(struct xs_sock *s, int hint);
+
+/**
  * xs_fdtab_restore() - undo xs_fdtab_remove() after a failed close/dup2
  * @fd: fd number
  * @s:  what xs_fdtab_remove() returned; the reference moves back, or is

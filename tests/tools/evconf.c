@@ -828,6 +828,33 @@ static void sc_dup(int fd)
 	close(ep);
 }
 
+/* 4b. A registration belongs to the open file, not to the number: a
+ * member whose fd is closed while a dup (and the scenario's fd) keep the
+ * socket is reported with its data, even after the dup closes too; a dup
+ * that was never added is no member. */
+static void sc_dup_close(int fd)
+{
+	int e = dup(fd), d, ep;
+
+	if (e < 0)
+		die("dup");
+	ep = ep_make(e, EPOLLIN, DATA_MAGIC + 17);
+	d = dup(e);
+	if (d < 0)
+		die("dup");
+	close(e);
+	ep_show("dupclose-idle", ep, NOTHING_MS);
+	PEER("dupclose", "write 100");
+	settle("dupclose", fd, 100);
+	ep_show("dupclose-closed-member", ep, READY_MS);
+	ctl_show("dupclose-del-dup", ep, EPOLL_CTL_DEL, d, 0, 1);
+	close(d);
+	ep_show("dupclose-dup-closed", ep, READY_MS);
+	rd("dupclose", fd, 100);
+	ep_show("dupclose-read", ep, NOTHING_MS);
+	close(ep);
+}
+
 /* 5. EPOLLOUT comes back once the peer frees the send window. */
 static void sc_out(int fd)
 {
@@ -1429,6 +1456,7 @@ static int do_run(const char *ip, const char *port)
 	sc_et(fd);
 	sc_oneshot(fd);
 	sc_dup(fd);
+	sc_dup_close(fd);
 	sc_out(fd);
 	sc_ctl(fd);
 	sc_nested(fd);
