@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdtab.h"
 #include "move.h"
 #include "stream.h"
 
@@ -603,6 +604,57 @@ static void move_push(const struct move_left *l)
 	pthread_mutex_unlock(&move_own_lock);
 }
 
+/*
+ * Whether our parent process holds socket @fd as well, by the same number
+ * (a fork copied it, an exec'd image inherited it): a shell's subshell
+ * that wrote on an inherited connection, a worker whose parent carries on
+ * with the connection. TCP leaves a connection open while any process
+ * holds it. Three system calls; false where /proc does not tell (another
+ * user's parent, no parent of ours in this pid namespace).
+ */
+static bool move_parent_holds(int fd)
+{
+	char path[48], link[48], want[48];
+	pid_t parent = getppid();
+	struct stat st;
+	ssize_t n;
+
+	if (fd < 0 || parent <= 1 || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)parent, fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return false;
+	link[n] = '\0';
+	snprintf(want, sizeof(want), "socket:[%llu]",
+		 (unsigned long long)st.st_ino);
+	return strcmp(link, want) == 0;
+}
+
+/*
+ * Let @s go where the parent still holds it: to its kernel TCP connection
+ * for good, what came over RDMA and nobody read in the user's file for
+ * the connection, recorded for whichever process uses the socket next
+ * (xs_sock_claim() there takes the record), as for SCM_RIGHTS.
+ */
+static int move_to_parent(struct xs_sock *s, int fd)
+{
+	struct xs_handed h;
+	int rc;
+
+	if (fd < 0)
+		fd = xs_fdtab_holder(s, -1); /* at exit: any fd of it */
+	if (!move_parent_holds(fd))
+		return 0;
+	rc = xs_sock_hand(s, fd, 0, &h);
+	xs_sock_hand_done(&h, true);
+	xs_info("move",
+		"fd %d: let go while the parent process holds it: kernel "
+		"TCP from here on (%s), %zu unread bytes left for it",
+		fd, rc ? strerror(-rc) : "done", h.len);
+	return rc;
+}
+
 int xs_sock_let_go(struct xs_sock *s, int fd, bool ending)
 {
 	unsigned int ended = 0;
@@ -618,7 +670,7 @@ int xs_sock_let_go(struct xs_sock *s, int fd, bool ending)
 	held = move_held_locked(s->rdma_cookie);
 	pthread_mutex_unlock(&move_own_lock);
 	if (!held)
-		return 0;
+		return move_to_parent(s, fd);
 	XS_INSIDE(); /* the stream polls its CQ */
 	pthread_mutex_lock(&move_out_lock);
 	if (atomic_load(&s->moved)) { /* a child asked meanwhile */

@@ -235,6 +235,29 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 	xs_stream_news_bump();
 }
 
+/*
+ * The handoff record of @s, taken before this process negotiates: another
+ * process that shares the socket (a child forked after it was made, one
+ * that an exec made of such a child) negotiated it, carried it over RDMA
+ * and let it go while we hold it, moved to its kernel TCP connection
+ * (XS_HANDOFF_MOVED: move_to_parent() in core/hand.c). Then the socket
+ * goes on as it says, its unread bytes first, and true; else false, the
+ * record dropped (a negotiable socket's own, for a next image).
+ */
+static bool sock_claim_recorded(struct xs_sock *s, int fd)
+{
+	unsigned int state = 0, strip = 0;
+	int saved = errno;
+
+	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, &strip) ||
+	    (state != XS_HANDOFF_MOVED && state != XS_HANDOFF_MOVED_EOF))
+		return false;
+	xs_sock_adopted(s, fd, state, strip);
+	xs_sock_neg_done(s, XS_NEG_PEER_GONE); /* no fallback to count */
+	errno = saved;
+	return true;
+}
+
 bool xs_sock_claim(struct xs_sock *s, int fd)
 {
 	struct xs_sock *other;
@@ -253,7 +276,8 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	    atomic_exchange(&s->connecting, true))
 		return xs_sock_connecting(s);
 	s->neg_gen = xs_fork_gen;
-	xs_handoff_drop(fd);
+	if (sock_claim_recorded(s, fd))
+		return false;
 	if (s->connect_evfd >= 0) { /* a connect's outcome, seen */
 		eventfd_t v;
 

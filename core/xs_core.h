@@ -673,16 +673,16 @@ int xs_sock_move(struct xs_sock *s, int fd);
 /**
  * xs_sock_let_go() - this process lets its RDMA socket @s go: the close of
  *                    its last fd @fd here, or (@ending) its end, fd -1;
- *                    where a child forked after the connection went live
- *                    may still hold it, it moves to its kernel TCP
- *                    connection first, and what came over RDMA and
- *                    nobody read is kept for that child's ask (core/move.c)
- *                    or, @ending, sent to it at once
+ *                    where a child forked after it went live may hold it,
+ *                    it moves to kernel TCP first, what came over RDMA and
+ *                    nobody read kept for the child's ask (core/move.c) or,
+ *                    @ending, sent to it at once; where our parent holds it
+ *                    (same fd, /proc), it moves, those bytes recorded for it
  * @s:  socket; caller holds a reference
  *
  * Context: blocks until the peer answered the move and READ our regions
- * (at most about 20 s) when a child may hold the connection; else costs
- * nothing. errno as it was.
+ * (at most about 20 s) when another process may hold the connection; else
+ * costs three system calls (the look at /proc). errno as it was.
  * Return: 0 (also: nothing to do), or a negative errno: the move failed
  *         (the connection was reset).
  */

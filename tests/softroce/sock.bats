@@ -175,7 +175,7 @@ ac_rounds()
 # library's own among them. check-long adds the rest of those that pass.
 PROBE_CASES="msg_dontwait msg_peek msg_waitall msg_trunc_oob blocking_send_full
 	so_rcvtimeo shutdown_wr eof_while_blocked eintr zero_length_io ioctl
-	epoll_et_rdhup fork_child_close poll_high_fd so_rcvlowat"
+	epoll_et_rdhup fork_child_close fork_child_writes poll_high_fd so_rcvlowat"
 PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	close_range close_range_einval sockopts readv_writev mmsg select epoll_lt
 	many_connections threads_echo fortify"
