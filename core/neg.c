@@ -754,6 +754,26 @@ static void neg_close_await_hello(struct xs_sock *s, int fd)
 	}
 }
 
+/*
+ * Whether no exec'd image holds @fd, a socket accepted here and not
+ * close-on-exec: one that system() or popen() spawned (inside glibc,
+ * unseen) takes the socket's handoff record, made at the accept, when it
+ * starts (preload/init.c). So the record still there means no such image
+ * took the socket over; it is taken here, and one that starts later finds
+ * what it would meet instead: TCP, the hello and a fallback to strip.
+ */
+static bool neg_close_unshared(int fd)
+{
+	unsigned int state = 0;
+
+	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, NULL) ||
+	    state != XS_NEG_SERVER)
+		return false;
+	xs_handoff_put(fd, XS_HANDOFF_STRIP,
+		       (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
+	return true;
+}
+
 void xs_sock_closing(struct xs_sock *s, int fd)
 {
 	int fl, err = errno;
@@ -764,7 +784,7 @@ void xs_sock_closing(struct xs_sock *s, int fd)
 	    s->accept_forks != xs_sock_forks() || atomic_load(&s->passed))
 		return;
 	fl = xs_real.fcntl(fd, F_GETFD);
-	if (fl < 0 || !(fl & FD_CLOEXEC)) {
+	if (fl < 0 || (!(fl & FD_CLOEXEC) && !neg_close_unshared(fd))) {
 		errno = err;
 		return;
 	}

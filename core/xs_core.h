@@ -560,7 +560,7 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock);
  * close: a health check, a server at its limit). Such a socket's hello is
  * taken first, when no other process can hold the socket: none forked
  * since the accept, it never went out with SCM_RIGHTS, and it is
- * close-on-exec (a posix_spawn() child shares it otherwise).
+ * close-on-exec or no exec'd image took its handoff record (core/neg.c).
  * Context: the close() wrapper, before the kernel's close; never blocks.
  */
 void xs_sock_closing(struct xs_sock *s, int fd);

@@ -88,6 +88,13 @@ ac_rounds()
 	[[ $(stat acs accepts) == 0 && $(stat acsc connects) == 0 ]] # nothing moved
 }
 
+@test "sock: a server that accepts without FD_CLOEXEC (C's accept()) and closes unread: its xsock client sees EOF, as over kernel TCP" {
+	# a program that system() or popen() spawned might hold such a
+	# socket, unseen; none took its handoff record, so none does
+	ac_rounds aci serve-inheritable 6 client "recv=0 send=1" 5
+	[[ $(stat aci accepts) == 0 && $(stat acic connects) == 0 ]]
+}
+
 @test "sock: a server that writes on a fresh non-blocking socket and closes at once: its client reads the line, then EOF, as over kernel TCP" {
 	# the transport is still being decided when the server sends: the
 	# send waits for it, as a connected kernel socket takes it at once

@@ -3,6 +3,9 @@
 health check's target, a server at its limit), and its client.
 
   acceptclose.py serve HOST PORT N   accept N connections, close each unread
+  acceptclose.py serve-inheritable HOST PORT N
+                                     the same, each without FD_CLOEXEC (as a
+                                     C server's accept() makes it)
   acceptclose.py client HOST PORT    connect, wait for the close, then print
                                      what recv and send answer
   acceptclose.py greet HOST PORT N   accept N connections, send a greeting
@@ -63,10 +66,12 @@ def listener(host, port):
 
 def main():
     cmd, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if cmd == "serve":
+    if cmd in ("serve", "serve-inheritable"):
         ls = listener(host, port)
         for _ in range(int(sys.argv[4])):
             c, _ = ls.accept()
+            if cmd == "serve-inheritable":
+                c.set_inheritable(True)
             c.close()
         return 0
     if cmd == "greet":
