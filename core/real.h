@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>

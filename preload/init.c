@@ -110,11 +110,13 @@ static void init_run(void)
 	atexit(xs_pub_exit); /* runs last: the file goes with the process */
 	if (init_cfg.stats != XS_STATS_OFF)
 		atexit(xs_stats_dump);
-	atexit(xs_core_exit); /* runs before the dump: its bytes count */
+	atexit(xs_core_exit);  /* runs before the dump: its bytes count */
+	atexit(xs_stdio_exit); /* before xs_core_exit(): its bytes go */
 	xs_dbg("init", "mode %s, %zu fd slots",
 	       init_cfg.mode == XS_MODE_TCP ? "tcp" : "auto", xs_fdtab_size());
 	atomic_store(&xs_active, true);
 	init_adopt();
+	xs_stdio_init();
 out:
 	atomic_store_explicit(&xs_init_done, true, memory_order_release);
 	errno = saved;

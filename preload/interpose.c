@@ -126,6 +126,11 @@ XS_EXPORT int shutdown(int fd, int how)
 
 XS_EXPORT int close(int fd)
 {
+	return xs_io_close(fd);
+}
+
+int xs_io_close(int fd)
+{
 	struct xs_sock *s;
 	int rc;
 

@@ -176,7 +176,7 @@ static ssize_t io_fail(struct xs_sock *s, int err)
 	return xs_sys_ret(err);
 }
 
-XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
+ssize_t xs_io_read(int fd, void *buf, size_t len)
 {
 	struct xs_sock *s = io_rdma(fd);
 	struct iovec v = { buf, len };
@@ -188,7 +188,7 @@ XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
 	return io_recv(s, fd, &v, 1, 0);
 }
 
-XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+ssize_t xs_io_write(int fd, const void *buf, size_t len)
 {
 	struct xs_sock *s = io_rdma_send(fd);
 	struct iovec v = { (void *)buf, len };
@@ -198,6 +198,16 @@ XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	if (!s)
 		return XS_CALL(write, fd, buf, len);
 	return io_send(s, fd, &v, 1, 0);
+}
+
+XS_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	return xs_io_read(fd, buf, len);
+}
+
+XS_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	return xs_io_write(fd, buf, len);
 }
 
 XS_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)

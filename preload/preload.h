@@ -47,4 +47,25 @@ static inline bool xs_enter(void)
 	return atomic_load_explicit(&xs_active, memory_order_relaxed);
 }
 
+/*
+ * xs_io_read(), xs_io_write(), xs_io_close() - what read(), write() and
+ * close() do (preload/io.c, preload/interpose.c), for the library's own
+ * callers of those calls: the stdio streams of preload/stdio.c. Return
+ * and errno: as the calls'.
+ */
+ssize_t xs_io_read(int fd, void *buf, size_t len);
+ssize_t xs_io_write(int fd, const void *buf, size_t len);
+int xs_io_close(int fd);
+
+/*
+ * xs_stdio_init() - at init, after the inherited sockets were adopted:
+ * stdin, stdout and stderr on one of our sockets (an inetd-style child)
+ * become streams whose reads and writes are the wrappers' (stdio.c)
+ */
+void xs_stdio_init(void);
+
+/* xs_stdio_exit() - atexit, before xs_core_exit() ends the connections:
+ * what those streams hold goes out */
+void xs_stdio_exit(void);
+
 #endif /* XS_PRELOAD_PRELOAD_H */

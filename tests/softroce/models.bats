@@ -148,6 +148,40 @@ wait_server()
 	block exec.stats "${pids[0]}" | grep -q "prog=python3"
 }
 
+@test "programs: sed inetd-style (socat EXEC nofork): its stdin and stdout (glibc stdio) carry the connection over RDMA, every line as over kernel TCP" {
+	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
+	# sed reads with getdelim() and writes with fwrite(), whose system
+	# calls glibc makes itself, unseen by any wrapper; its stdin and
+	# stdout are made the library's streams at its start (else it read
+	# the client's hello as its first 24 bytes: 7114 bytes came back)
+	local client='import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+for i in range(200):
+    s.sendall(b"line %d: a stream of bytes, then a\n" % i)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+print(len(got), got.count(b"\n"), got.splitlines()[-1].decode())' kernel
+	srv sed socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" EXEC:"sed s/a/A/g",nofork
+	server_ready sed rdma
+	run --separate-stderr timeout 60 python3 -c "$client" "$XS_ADDR_A" "$port"
+	kernel=$output
+	echo "kernel: $kernel"
+	[[ "$kernel" == "7090 200 line 199: A streAm of bytes, then A" ]]
+	run --separate-stderr timeout 60 env $(xsenv sedc) python3 -c "$client" "$XS_ADDR_A" "$port"
+	echo "xsock: $output $stderr"
+	[[ "$output" == "$kernel" ]]
+	stop_server sed "[s]ocat TCP-LISTEN:$port"
+	cat "$XS_RUN_DIR/sed.stats" "$XS_RUN_DIR/sedc.stats"
+	# sed's connection over RDMA, every byte both ways
+	blocks_of sed.stats sed | grep " rdma=1 tcp=0 " | grep -q " sent=7090 received=7090$"
+	[[ $(stat sedc rdma) == 1 ]]
+}
+
 @test "models: pre-forked workers accept on an inherited listener" {
 	srv prefork python3 "$MODELS" prefork "$port" 2 "$SIZE"
 	server_ready prefork rdma
