@@ -610,7 +610,8 @@ static void move_push(const struct move_left *l)
  * that wrote on an inherited connection, a worker whose parent carries on
  * with the connection. TCP leaves a connection open while any process
  * holds it. Three system calls; false where /proc does not tell (another
- * user's parent, no parent of ours in this pid namespace).
+ * user's parent, no parent of ours in this pid namespace); a process that
+ * was reparented (to init) compares another process's fd, by its inode.
  */
 static bool move_parent_holds(int fd)
 {
@@ -619,7 +620,7 @@ static bool move_parent_holds(int fd)
 	struct stat st;
 	ssize_t n;
 
-	if (fd < 0 || parent <= 1 || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+	if (fd < 0 || parent <= 0 || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)parent, fd);
 	n = readlink(path, link, sizeof(link) - 1);
@@ -669,8 +670,11 @@ int xs_sock_let_go(struct xs_sock *s, int fd, bool ending)
 	pthread_mutex_lock(&move_own_lock);
 	held = move_held_locked(s->rdma_cookie);
 	pthread_mutex_unlock(&move_own_lock);
-	if (!held)
-		return move_to_parent(s, fd);
+	if (!held) {
+		rc = move_to_parent(s, fd);
+		errno = saved;
+		return rc;
+	}
 	XS_INSIDE(); /* the stream polls its CQ */
 	pthread_mutex_lock(&move_out_lock);
 	if (atomic_load(&s->moved)) { /* a child asked meanwhile */

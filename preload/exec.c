@@ -75,6 +75,10 @@ static void exec_each(struct exec_handed *e,
 		if (!(s = xs_fdtab_get(fd)))
 			continue;
 		fl = xs_real.fcntl(fd, F_GETFD);
+		/* the new image may claim it: a close here leaves its hello
+		 * (xs_sock_closing()), though that image adopts it later */
+		if (fl >= 0 && !(fl & FD_CLOEXEC) && xs_sock_negotiable(s))
+			xs_sock_passed(s);
 		if (xs_sock_kind(s) == XS_KIND_RDMA && fl >= 0 &&
 		    !(fl & FD_CLOEXEC) && !exec_seen(e, s)) {
 			hand(s, fd, &h, arg);

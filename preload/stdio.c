@@ -42,7 +42,8 @@ static ssize_t stdio_read(void *cookie, char *buf, size_t len)
 }
 
 /* All of @len, as glibc marks a stream failed when a cookie writes less
- * (_IO_cookie_write()); a failure after some bytes returns those. */
+ * (_IO_cookie_write()); a failure after some bytes returns those. EINTR
+ * ends it too, as in glibc's file streams (a write bounded by alarm()). */
 static ssize_t stdio_write(void *cookie, const char *buf, size_t len)
 {
 	const struct stdio_cookie *c = cookie;
@@ -51,8 +52,6 @@ static ssize_t stdio_write(void *cookie, const char *buf, size_t len)
 
 	while (off < len) {
 		n = xs_io_write(c->fd, buf + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n <= 0)
 			return off ? (ssize_t)off : -1;
 		off += (size_t)n;
