@@ -201,6 +201,12 @@ bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
 	return false;
 }
 
+bool xs_handoff_take(int fd, unsigned int *state, unsigned int *strip)
+{
+	return handoff_map(false) &&
+	       xs_handoff_take_cookie(xs_handoff_cookie(fd), state, strip);
+}
+
 void xs_handoff_drop(int fd)
 {
 	if (__atomic_load_n(&handoff_table, __ATOMIC_ACQUIRE))

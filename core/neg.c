@@ -766,8 +766,7 @@ static bool neg_close_unshared(int fd)
 {
 	unsigned int state = 0;
 
-	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, NULL) ||
-	    state != XS_NEG_SERVER)
+	if (!xs_handoff_take(fd, &state, NULL) || state != XS_NEG_SERVER)
 		return false;
 	xs_handoff_put(fd, XS_HANDOFF_STRIP,
 		       (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));

@@ -248,14 +248,16 @@ static bool sock_claim_recorded(struct xs_sock *s, int fd)
 {
 	unsigned int state = 0, strip = 0;
 	int saved = errno;
+	bool moved =
+		xs_handoff_take(fd, &state, &strip) &&
+		(state == XS_HANDOFF_MOVED || state == XS_HANDOFF_MOVED_EOF);
 
-	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, &strip) ||
-	    (state != XS_HANDOFF_MOVED && state != XS_HANDOFF_MOVED_EOF))
-		return false;
-	xs_sock_adopted(s, fd, state, strip);
-	xs_sock_neg_done(s, XS_NEG_PEER_GONE); /* no fallback to count */
+	if (moved) {
+		xs_sock_adopted(s, fd, state, strip);
+		xs_sock_neg_done(s, XS_NEG_PEER_GONE); /* no fallback */
+	}
 	errno = saved;
-	return true;
+	return moved;
 }
 
 bool xs_sock_claim(struct xs_sock *s, int fd)
