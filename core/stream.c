@@ -244,7 +244,7 @@ static int stream_error(struct xs_stream *s, bool writing, size_t done)
 	return writing ? -EPIPE : 0;
 }
 
-static int stream_repost(struct xs_stream *s, uint32_t idx)
+int stream_repost(struct xs_stream *s, uint32_t idx)
 {
 	int rc = xs_conn_repost_recv(s->c, idx);
 
@@ -299,8 +299,16 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 						    : "data after MOVE");
 			return;
 		}
-		if (s->rx_data_held >= c->local.credits) {
+		/* what the peer may fill: the window, less what we hold
+		 * and what we re-posted without saying so yet */
+		if (s->rx_data_held + s->rx_unreturned >= c->local.credits) {
 			stream_reset(s, "peer overran its data credits");
+			return;
+		}
+		if (m.type == XS_MSG_DATA && stream_rx_pack(s, idx, m.len)) {
+			s->rx_arrived += m.len;
+			s->pub->c.msgs_received++;
+			stream_pub_queues(s);
 			return;
 		}
 		s->rx_data_held++;
@@ -552,8 +560,9 @@ bool stream_peer_ended(struct xs_stream *s)
 		return false;
 	for (i = 0; i < s->rxq_len; i++) {
 		e = &s->rxq[(s->rxq_head + i) % s->c->nr_rx];
-		if (e->state != XS_RX_DATA && (e->state != XS_RX_RNDV_READY ||
-					       e->roff + e->end < e->rlen))
+		if (e->state != XS_RX_DATA && e->state != XS_RX_HEAP &&
+		    (e->state != XS_RX_RNDV_READY ||
+		     e->roff + e->end < e->rlen))
 			return false;
 	}
 	if (s->wr_shut) {
@@ -741,7 +750,8 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 
 static bool stream_rx_ready(const struct xs_stream_rx *e)
 {
-	return e->state == XS_RX_DATA || e->state == XS_RX_RNDV_READY;
+	return e->state == XS_RX_DATA || e->state == XS_RX_RNDV_READY ||
+	       e->state == XS_RX_HEAP;
 }
 
 /* Where entry @e's bytes are: the receive ring, or its READ buffer. */
@@ -769,8 +779,12 @@ static void stream_rx_pop(struct xs_stream *s, struct xs_stream_rx *e)
 			return;
 		}
 	}
-	s->rx_data_held--;
-	stream_repost(s, e->idx);
+	if (e->state == XS_RX_HEAP) {
+		stream_rx_heap_free(s, e);
+	} else {
+		s->rx_data_held--;
+		stream_repost(s, e->idx);
+	}
 	s->rxq_head = (s->rxq_head + 1) % s->c->nr_rx;
 	s->rxq_len--;
 }

@@ -59,6 +59,8 @@ enum xs_stream_rx_state {
 	XS_RX_RNDV_WAIT,    /* a region announced, READ not posted yet */
 	XS_RX_RNDV_READING, /* READ posted into buf */
 	XS_RX_RNDV_READY,   /* READ completed: readable in buf */
+	XS_RX_HEAP,	    /* eager bytes moved to buf.addr, malloc()ed
+			     * (core/stream_rx.c) */
 };
 
 /* One received DATA or RNDV message waiting to be read, in stream order. */
@@ -134,6 +136,11 @@ struct xs_stream_region {
 /* Bytes a receiver READs ahead of the application, per connection. */
 #define XS_RNDV_RX_HELD (4u << 20)
 
+/* Bytes of eager messages a receiver keeps unread in memory of its own
+ * beyond its receive buffers, per connection (core/stream_rx.c): as many
+ * as the rendezvous path READs ahead. */
+#define XS_RX_HEAP_MAX XS_RNDV_RX_HELD
+
 struct xs_stream {
 	struct xs_conn *c;
 	pthread_mutex_t lock;
@@ -180,12 +187,14 @@ struct xs_stream {
 	uint32_t rndv_rx_wait; /* RNDV entries not READ yet */
 	uint32_t *done_q;      /* region ids READ, RNDV_DONE not posted: */
 	uint32_t done_q_head, done_q_len; /* a FIFO of nr_rx entries */
-	uint64_t rndv_rx_held;	/* bytes READ or being READ, not consumed */
-	uint32_t rx_unreturned; /* buffers re-posted, not yet announced */
-	uint32_t rx_data_held;	/* DATA and RNDV buffers not yet read */
-	bool rx_spare_busy;	/* c->rx_spare holds a piece of a region */
-	bool peer_fin;		/* FIN received: EOF after the queue */
-	bool peer_gone;		/* DISCONNECTED: the peer's QP is gone */
+	uint64_t rndv_rx_held;	  /* bytes READ or being READ, not consumed */
+	uint32_t rx_unreturned;	  /* buffers re-posted, not yet announced */
+	uint32_t rx_data_held;	  /* DATA and RNDV buffers not yet read */
+	bool rx_spare_busy;	  /* c->rx_spare holds a piece of a region */
+	size_t rx_heap_size;	  /* bytes allocated to XS_RX_HEAP entries */
+	uint32_t rx_heap_entries; /* XS_RX_HEAP entries queued */
+	bool peer_fin;		  /* FIN received: EOF after the queue */
+	bool peer_gone;		  /* DISCONNECTED: the peer's QP is gone */
 	int rcvlowat; /* SO_RCVLOWAT: bytes a read waits for and poll wants */
 	bool tx_after_fin; /* bytes went after the peer's FIN: once its QP is
 			    * gone they drew its RST (stream_peer_lost()) */

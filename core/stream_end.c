@@ -316,6 +316,7 @@ void xs_stream_close(struct xs_stream *s, int timeout_ms)
 		if (s->tx[i].kind != STREAM_SLOT_FREE && s->tx[i].buf.addr)
 			xs_pool_free(&dev->pool, &s->tx[i].buf);
 	stream_stage_fini(s, true);
+	stream_rx_heap_drop(s, nr_rx);
 	for (i = 0; i < s->rxq_len; i++) {
 		struct xs_stream_rx *r = &s->rxq[(s->rxq_head + i) % nr_rx];
 
@@ -332,6 +333,7 @@ void xs_stream_abandon(struct xs_stream *s)
 	stream_news(); /* a call: readiness may change */
 	if (!s->c)
 		return;
+	stream_rx_heap_drop(s, s->c->nr_rx);
 	free(s->c->rx);
 	free(s->c);
 	stream_stage_fini(s, false); /* the parent's MR is not ours */

@@ -136,10 +136,30 @@ int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type);
 void stream_return_credits(struct xs_stream *s);
 
 /* core/stream.c */
+int stream_repost(struct xs_stream *s, uint32_t idx);
 size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur, size_t len,
 		   bool peek, bool discard);
 size_t stream_readable(struct xs_stream *s);
 void stream_drain_channels(struct xs_stream *s, unsigned int which);
+
+/* core/stream_rx.c */
+
+/*
+ * Queue DATA message @idx (@len payload bytes, its header read) behind the
+ * last entry queued, in that one's receive buffer or in a heap entry, and
+ * post its receive buffer again (a credit, returned with the others):
+ * when a quarter of the window is held unread, and for the heap past
+ * half of it. Called with s->lock held. Return: whether it was queued so;
+ * false leaves it to take an entry of its own.
+ */
+bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);
+
+/* Free heap entry @e's memory (read, or its stream ends). */
+void stream_rx_heap_free(struct xs_stream *s, struct xs_stream_rx *e);
+
+/* Free every heap entry's memory, the queue holding @nr_rx entries (the
+ * stream ends: the connection may be gone). */
+void stream_rx_heap_drop(struct xs_stream *s, uint32_t nr_rx);
 
 /* core/stream_wait.c */
 void stream_cm_events(struct xs_stream *s);

@@ -186,6 +186,9 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	int n, nfds, err, wait_ms;
 	uint64_t now;
 
+	/* buffers the reaping re-posted go back before we wait: the peer
+	 * may be waiting for them (stream_rx_pack()) */
+	stream_return_credits(s);
 	if (deadline == STREAM_FOREVER) {
 		xs_spin_begin(&run, &s->spin, UINT64_MAX);
 	} else {

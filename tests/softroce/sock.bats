@@ -115,6 +115,36 @@ ac_rounds()
 	[[ $(stat acf rdma) == 3 && $(stat acf tcp) == 1 ]]
 }
 
+@test "sock: a client writes 10,000 short lines before it reads, and the server answers each at once: every answer comes back, as over kernel TCP" {
+	# 10,000 answers of 35 bytes, 350,000 bytes, wait unread in the
+	# client's receive window, as in a kernel's receive buffer: packed
+	# into its receive buffers, then beyond them into memory of its own.
+	# Counted in messages, 32 of them filled it, and the server, blocked
+	# in its send, stopped reading, so the client blocked in its own
+	# (200 lines were enough)
+	local tool=tests/tools/linechat.py n=10000 expect
+	expect="sent $n lines, got $n lines, $((35 * n)) bytes, the lines in capitals"
+	remote_bg lc env $(xsenv lc) python3 "$tool" serve "$XS_ADDR_A" "$port" 1
+	server_ready lc rdma
+	run timeout 60 env $(xsenv lcc) python3 "$tool" client "$XS_ADDR_A" "$port" "$n"
+	echo "$output"
+	"$XS_REMOTE" --wait lc --timeout 30
+	cat "$XS_RUN_DIR/remote/lc.log" "$XS_RUN_DIR/lcc.stats"
+	((status == 0))
+	[[ "$output" == "$expect" ]]
+	grep -qx "conn 0: lines=$n bytes=$((35 * n))" "$XS_RUN_DIR/remote/lc.log"
+	[[ $(stat lcc rdma) == 1 && $(stat lcc tcp) == 0 ]]
+	[[ $(stat lcc received) == $((35 * n)) ]]
+	# one message per line each way: none was merged on the wire
+	grep -q "messages inline $n eager 0 arrived $n " "$XS_RUN_DIR/lcc.stats"
+	# the same client and server over kernel TCP
+	remote_bg lt python3 "$tool" serve "$XS_ADDR_A" "$port" 1
+	server_ready lt tcp
+	run timeout 60 python3 "$tool" client "$XS_ADDR_A" "$port" "$n"
+	[[ "$output" == "$expect" ]]
+	"$XS_REMOTE" --wait lt --timeout 30
+}
+
 @test "sock: urgent data both ways in the middle of a stream: every byte, the mark and the urgent byte where kernel TCP puts them" {
 	local oob=tests/tools/oobstream.py kernel round
 	remote_bg "oob$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/oobs.stats" \

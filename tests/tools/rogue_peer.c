@@ -27,7 +27,9 @@
  *   move-twice     MOVE, then MOVE again
  *   credit-overrun DATA past the server's credits: the rogue returns no
  *                  credit for the echo, so the server's writer blocks and
- *                  stops reading; the rogue goes on sending
+ *                  stops reading; the server keeps up to 4 MiB unread and
+ *                  then grants no more; the rogue goes on sending, to 16
+ *                  MiB
  * Rendezvous regions of the rogue the server cannot READ (reset):
  *   rndv-badkey    RNDV with the rogue region's rkey, one key byte off
  *   rndv-badaddr   RNDV 16 MiB past the rogue's region
@@ -115,6 +117,7 @@ struct rogue {
 	struct ibv_mr *rx_mr, *tx_mr, *sink_mr, *expo_mr;
 	unsigned int nr_rx, tx_next;
 	struct xs_hello local, peer;
+	unsigned int granted; /* credits the server's messages returned */
 	/* received messages, in order, not yet taken */
 	struct xs_msg q[64];
 	unsigned int q_head, q_len;
@@ -218,6 +221,7 @@ static void pump(struct rogue *r, int timeout_ms)
 					"malformed message\n");
 			continue;
 		}
+		r->granted += m.credits;
 		if (m.type == XS_MSG_RESET)
 			ended(r, "RESET");
 		if (r->q_len < 64)
@@ -660,20 +664,25 @@ static int attack_message(struct rogue *r)
 /*
  * More DATA than the server's credits: the rogue announced 2 buffers and
  * returns none, so the server's echo blocks once it has sent two
- * messages, and stops reading; every DATA after that is held.
+ * messages, and stops reading. Its library still takes what arrives, up to
+ * what it keeps unread (4 MiB, core/stream_rx.c), and grants credits for
+ * it; then none. The rogue sends on regardless, up to four times that: the
+ * server must reset it, and only once it sent more than it was granted.
  */
+#define ROGUE_OVERRUN_MAX 4096u /* DATA messages of 4 KiB: 16 MiB */
+
 static int attack_overrun(struct rogue *r)
 {
 	struct xs_msg m = { .type = XS_MSG_DATA,
 			    .len = ROGUE_EAGER - XS_WIRE_MSG_LEN };
 	double t0 = now_ms();
-	unsigned int sent = 0, limit = 16u * r->peer.credits;
+	unsigned int sent = 0;
 	uint64_t wr;
-	int st;
+	int st, rc;
 
 	if (m.len > r->peer.eager_size - XS_WIRE_MSG_LEN)
 		m.len = r->peer.eager_size - XS_WIRE_MSG_LEN;
-	while (!r->ended && sent < limit) {
+	while (!r->ended && sent < ROGUE_OVERRUN_MAX) {
 		wr = send_msg(r, &m);
 		st = wait_done(r, wr, bound_ms);
 		pump(r, 0);
@@ -681,15 +690,26 @@ static int attack_overrun(struct rogue *r)
 			break;
 		sent++;
 	}
-	fprintf(stderr, "rogue_peer: %u DATA sent; the server granted %u\n",
-		sent, r->peer.credits);
-	if (!r->ended && sent >= limit) {
+	fprintf(stderr,
+		"rogue_peer: %u DATA sent; the server granted %u, then %u "
+		"more\n",
+		sent, r->peer.credits, r->granted);
+	if (!r->ended && sent >= ROGUE_OVERRUN_MAX) {
 		printf("attack %s: ACCEPTED %u DATA messages against %u "
 		       "credits\n",
-		       attack, sent, r->peer.credits);
+		       attack, sent, r->peer.credits + r->granted);
 		return 1;
 	}
-	return verdict(r, t0, NULL);
+	rc = verdict(r, t0, NULL);
+	/* the server's grants reach us after it made them: a reset while
+	 * we know of as many as we used would be one of an honest peer */
+	if (rc == 0 && sent <= r->peer.credits + r->granted) {
+		printf("attack %s: an honest sender RESET after %u DATA "
+		       "against %u credits\n",
+		       attack, sent, r->peer.credits + r->granted);
+		return 1;
+	}
+	return rc;
 }
 
 /* The rogue's region, then the server's echo of it as a RNDV. */

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""linechat.py - many short lines one way, an answer to each the other way,
+and a client that reads the answers only after its last line.
+
+  linechat.py serve HOST PORT N     serve N connections, one after the
+                                    other: each line read is answered at
+                                    once, in capitals, by a send of its
+                                    own; prints "conn I: lines=L bytes=B"
+                                    at each EOF, then closes
+  linechat.py client HOST PORT L    send L lines of 35 bytes, each by a
+                                    send of its own, then shutdown(SHUT_WR),
+                                    and only then read until EOF; prints
+                                    the lines and bytes that came back and
+                                    whether they are the lines in capitals
+
+Over kernel TCP the answers wait in the client's receive buffer while it
+writes: every line goes and every answer comes back. A transport that
+bounds unread messages rather than unread bytes leaves the server blocked
+in its send, no longer reading, and the client blocked in its own.
+"""
+import hashlib
+import socket
+import sys
+
+
+def line(i):
+    return (b"line %06d " % i).ljust(34, b"a") + b"\n"
+
+
+def serve(host, port, n):
+    lsock = socket.create_server((host, port))
+    print("listening", flush=True)
+    for i in range(n):
+        conn, _ = lsock.accept()
+        buf = b""
+        lines = nbytes = 0
+        while True:
+            got = conn.recv(65536)
+            if not got:
+                break
+            nbytes += len(got)
+            buf += got
+            while b"\n" in buf:
+                one, buf = buf.split(b"\n", 1)
+                conn.sendall(one.upper() + b"\n")
+                lines += 1
+        print("conn %d: lines=%d bytes=%d" % (i, lines, nbytes), flush=True)
+        conn.close()
+
+
+def client(host, port, nlines):
+    sock = socket.create_connection((host, port))
+    want = hashlib.sha256()
+    for i in range(nlines):
+        sock.sendall(line(i))
+        want.update(line(i).upper())
+    sock.shutdown(socket.SHUT_WR)
+    got = hashlib.sha256()
+    nbytes = lines = 0
+    while True:
+        data = sock.recv(65536)
+        if not data:
+            break
+        got.update(data)
+        nbytes += len(data)
+        lines += data.count(b"\n")
+    sock.close()
+    print("sent %d lines, got %d lines, %d bytes, %s" %
+          (nlines, lines, nbytes,
+           "the lines in capitals" if got.digest() == want.digest()
+           else "NOT the lines in capitals"))
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "serve":
+        serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "client":
+        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
