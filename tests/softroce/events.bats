@@ -28,6 +28,8 @@ LIB=build/libxsock.so
 
 @test "events: redis-server and redis-benchmark under xsock, every reply over RDMA" {
 	command -v redis-server >/dev/null || skip "redis-server not installed"
+	# counters of this server alone (apps.bats' servers use the name too)
+	rm -f "$XS_RUN_DIR/redis.stats"
 	remote_bg "redis$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" \
 		XSOCK_STATS="$XS_RUN_DIR/redis.stats" redis-server --bind "$XS_ADDR_A" \
 		--port "$port" --save '' --appendonly no --protected-mode no --dir "$XS_RUN_DIR"
