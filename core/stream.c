@@ -931,6 +931,7 @@ int xs_stream_shutdown(struct xs_stream *s, int how)
 	 * sk_state_change() wakes the kernel's) */
 	stream_wake(s);
 	stream_poll_cq(s); /* posts the FIN when a credit is free */
+	stream_return_credits(s);
 	rc = moved ? XS_STREAM_MOVED : s->error;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -943,6 +944,7 @@ static size_t stream_queued(struct xs_stream *s, bool out)
 
 	pthread_mutex_lock(&s->lock);
 	stream_poll_cq(s);
+	stream_return_credits(s);
 	if (out)
 		stream_retire_unsignaled(s);
 	n = out		 ? s->tx_queued + s->rndv_tx_bytes

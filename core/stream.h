@@ -141,6 +141,11 @@ struct xs_stream_region {
  * as the rendezvous path READs ahead. */
 #define XS_RX_HEAP_MAX XS_RNDV_RX_HELD
 
+/* The same, all connections of a process together: 64 connections at
+ * their most. The kernel bounds its TCP buffers system-wide (tcp_mem);
+ * past this, a reader that falls behind stops its peer after a window. */
+#define XS_RX_HEAP_PROCESS_MAX (64u * XS_RX_HEAP_MAX)
+
 struct xs_stream {
 	struct xs_conn *c;
 	pthread_mutex_t lock;
@@ -192,6 +197,7 @@ struct xs_stream {
 	uint32_t rx_data_held;	  /* DATA and RNDV buffers not yet read */
 	bool rx_spare_busy;	  /* c->rx_spare holds a piece of a region */
 	size_t rx_heap_size;	  /* bytes allocated to XS_RX_HEAP entries */
+	bool rx_no_heap;	  /* the thread that reaps allocates nothing */
 	uint32_t rx_heap_entries; /* XS_RX_HEAP entries queued */
 	bool peer_fin;		  /* FIN received: EOF after the queue */
 	bool peer_gone;		  /* DISCONNECTED: the peer's QP is gone */

@@ -209,8 +209,13 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	if (s->error || s->peer_gone || !s->c)
 		goto out;
 	/* What came meanwhile counts, the probe's own completion too, even
-	 * while the application looks at other sockets for long */
+	 * while the application looks at other sockets for long; what it
+	 * packs stays in the receive buffers (this thread allocates no
+	 * memory: see xs_move_poll_fds()), and buffers it re-posts go back */
+	s->rx_no_heap = true;
 	stream_poll_cq(s);
+	s->rx_no_heap = false;
+	stream_return_credits(s);
 	if (s->error || s->peer_gone) {
 		stream_wake(s); /* our own look found it: no one else will */
 		goto out;

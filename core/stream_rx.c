@@ -9,9 +9,13 @@
  * posted again; past half the window, what the last buffer cannot take
  * moves to memory of our own (a heap entry, XS_RX_HEAP), up to
  * XS_RX_HEAP_MAX bytes a connection, the bytes a receiver READs ahead of
- * the application on the rendezvous path (XS_RNDV_RX_HELD).
+ * the application on the rendezvous path (XS_RNDV_RX_HELD), and
+ * XS_RX_HEAP_PROCESS_MAX bytes a process. While a heap
+ * entry is queued, one credit stays unannounced: a peer that has every
+ * credit back knows that every byte it sent was read (stream_peer_ended()).
  * Context: any thread; s->lock guards every field (stream_int.h).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +27,33 @@
 
 /* The first allocation of a heap entry, bytes. */
 #define STREAM_RX_HEAP_MIN (16u << 10)
+
+/* Bytes allocated to heap entries in this process, all streams' (a
+ * bound, cf. tcp_mem; a forked child counts its own copies). */
+static atomic_size_t stream_rx_heap_total;
+
+/* Whether a heap entry of @old bytes (0: a new one) may hold @cap. */
+static bool stream_rx_heap_fits(const struct xs_stream *s, size_t old,
+				size_t cap)
+{
+	size_t all = atomic_load_explicit(&stream_rx_heap_total,
+					  memory_order_relaxed);
+
+	return s->rx_heap_size - old + cap <= XS_RX_HEAP_MAX &&
+	       all - old + cap <= XS_RX_HEAP_PROCESS_MAX;
+}
+
+/* Account heap entry bytes going from @old to @cap. */
+static void stream_rx_heap_account(struct xs_stream *s, size_t old, size_t cap)
+{
+	s->rx_heap_size = s->rx_heap_size - old + cap;
+	if (cap >= old)
+		atomic_fetch_add_explicit(&stream_rx_heap_total, cap - old,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&stream_rx_heap_total, old - cap,
+					  memory_order_relaxed);
+}
 
 /*
  * Room for @len more bytes behind heap entry @t: its bytes moved to the
@@ -37,16 +68,18 @@ static bool stream_rx_heap_room(struct xs_stream *s, struct xs_stream_rx *t,
 
 	if (t->end + len <= t->buf.size)
 		return true;
-	if (want <= t->buf.size / 2 + 1 && t->off) {
+	if (want <= t->buf.size / 2 + 1 && t->off) { /* no allocation */
 		memmove(t->buf.addr, (uint8_t *)t->buf.addr + t->off, have);
 		t->off = 0;
 		t->end = (uint32_t)have;
 		return true;
 	}
+	if (s->rx_no_heap)
+		return false;
 	cap = t->buf.size * 2 > want ? t->buf.size * 2 : want;
-	if (s->rx_heap_size - t->buf.size + cap > XS_RX_HEAP_MAX)
+	if (!stream_rx_heap_fits(s, t->buf.size, cap))
 		cap = want;
-	if (s->rx_heap_size - t->buf.size + cap > XS_RX_HEAP_MAX)
+	if (!stream_rx_heap_fits(s, t->buf.size, cap))
 		return false;
 	if (t->off) {
 		memmove(t->buf.addr, (uint8_t *)t->buf.addr + t->off, have);
@@ -56,7 +89,7 @@ static bool stream_rx_heap_room(struct xs_stream *s, struct xs_stream_rx *t,
 	p = realloc(t->buf.addr, cap);
 	if (!p)
 		return false;
-	s->rx_heap_size += cap - t->buf.size;
+	stream_rx_heap_account(s, t->buf.size, cap);
 	t->buf.addr = p;
 	t->buf.size = cap;
 	return true;
@@ -73,26 +106,31 @@ static bool stream_rx_to_heap(struct xs_stream *s, struct xs_stream_rx *t,
 	size_t have = t->end - t->off, cap = 2 * (have + len);
 	uint8_t *p;
 
-	if (s->rx_heap_entries >= STREAM_RX_HEAP_ENTRIES)
+	if (s->rx_heap_entries >= STREAM_RX_HEAP_ENTRIES || s->rx_no_heap)
 		return false;
 	if (cap < STREAM_RX_HEAP_MIN)
 		cap = STREAM_RX_HEAP_MIN;
-	if (s->rx_heap_size + cap > XS_RX_HEAP_MAX)
+	if (!stream_rx_heap_fits(s, 0, cap))
 		cap = have + len;
-	if (s->rx_heap_size + cap > XS_RX_HEAP_MAX)
+	if (!stream_rx_heap_fits(s, 0, cap))
 		return false;
 	p = malloc(cap);
 	if (!p)
 		return false;
 	memcpy(p, (uint8_t *)s->c->rx[t->idx].addr + t->off, have);
-	s->rx_data_held--;
-	stream_repost(s, t->idx);
+	if (s->rx_heap_entries) {
+		s->rx_data_held--;
+		stream_repost(s, t->idx);
+	} else if (xs_conn_repost_recv(s->c, t->idx)) {
+		/* its credit stays held until no heap entry is left */
+		stream_reset(s, "cannot repost a receive buffer");
+	}
 	*t = (struct xs_stream_rx){
 		.end = (uint32_t)have,
 		.state = XS_RX_HEAP,
 		.buf = { .addr = p, .size = cap },
 	};
-	s->rx_heap_size += cap;
+	stream_rx_heap_account(s, 0, cap);
 	s->rx_heap_entries++;
 	return true;
 }
@@ -141,7 +179,10 @@ void stream_rx_heap_drop(struct xs_stream *s, uint32_t nr_rx)
 void stream_rx_heap_free(struct xs_stream *s, struct xs_stream_rx *e)
 {
 	free(e->buf.addr);
-	s->rx_heap_size -= e->buf.size;
-	s->rx_heap_entries--;
+	stream_rx_heap_account(s, e->buf.size, 0);
 	e->buf = (struct xs_buf){ 0 };
+	if (--s->rx_heap_entries == 0) { /* the credit held back goes */
+		s->rx_data_held--;
+		s->rx_unreturned++;
+	}
 }

@@ -72,7 +72,10 @@ int stream_slot(struct xs_stream *s)
 bool stream_unsignaled_ok(const struct xs_stream *s, enum xs_msg_type type,
 			  bool inline_send)
 {
-	return inline_send && (type == XS_MSG_DATA || type == XS_MSG_CREDIT) &&
+	/* after SHUT_WR no DATA follows to retire a CREDIT, and a close
+	 * waits for every send to complete */
+	return inline_send && !s->wr_shut &&
+	       (type == XS_MSG_DATA || type == XS_MSG_CREDIT) &&
 	       s->tx_unsig_run + 1u < STREAM_SIGNAL_EVERY &&
 	       (s->tx_inflight + 1u) * 2u < s->tx_max;
 }
@@ -284,11 +287,17 @@ int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
 
 /*
  * Announce re-posted buffers once half the ring waits (cf. TCP's window
- * update); a control message, never blocks.
+ * update), or once the peer has no credit left: every one is held unread
+ * here or re-posted unannounced (core/stream_rx.c holds some back). A
+ * control message, never blocks.
  */
 void stream_return_credits(struct xs_stream *s)
 {
-	if (s->error || s->rx_unreturned < (s->c->local.credits + 1u) / 2u)
+	uint32_t w = s->c->local.credits;
+
+	if (s->error || !s->rx_unreturned ||
+	    (s->rx_unreturned < (w + 1u) / 2u &&
+	     s->rx_data_held + s->rx_unreturned < w))
 		return;
 	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
 		s->pub->c.credit_msgs++;

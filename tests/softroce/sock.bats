@@ -145,6 +145,43 @@ ac_rounds()
 	"$XS_REMOTE" --wait lt --timeout 30
 }
 
+@test "sock: a client that reads only the start of 5,000 short lines and is killed: the server reads ECONNRESET, as over kernel TCP" {
+	# The client waits, reading nothing, while the lines arrive: past its
+	# receive buffers, they wait in memory of its library's own. It then
+	# reads all but the last 1,000, every one from its receive buffers
+	# among them. A connection whose every credit came back looks read to
+	# the end: its death would be a clean end (EOF), where its kernel's RST
+	# for the bytes unread says they were lost.
+	local tool=tests/tools/linechat.py n=5000 part=$((35 * 4000)) mode pid
+	for mode in xsock kernel; do
+		rm -f "$BATS_TEST_TMPDIR/go"
+		if [[ $mode == xsock ]]; then
+			remote_bg "lf$mode" env $(xsenv lf) python3 "$tool" flood "$XS_ADDR_A" "$port" "$n"
+			server_ready "lf$mode" rdma
+			env $(xsenv lfc) python3 "$tool" idle "$XS_ADDR_A" "$port" "$part" \
+				"$BATS_TEST_TMPDIR/go" >"$BATS_TEST_TMPDIR/lfc.out" 2>&1 &
+		else
+			remote_bg "lf$mode" python3 "$tool" flood "$XS_ADDR_A" "$port" "$n"
+			server_ready "lf$mode" tcp
+			python3 "$tool" idle "$XS_ADDR_A" "$port" "$part" \
+				"$BATS_TEST_TMPDIR/go" >"$BATS_TEST_TMPDIR/lfc.out" 2>&1 &
+		fi
+		pid=$!
+		locals+=("$pid")
+		retry_for 60 grep -qx "sent $n lines" "$XS_RUN_DIR/remote/lf$mode.log"
+		touch "$BATS_TEST_TMPDIR/go"
+		retry_for 30 grep -qx "read $part" "$BATS_TEST_TMPDIR/lfc.out"
+		# past the library's quiet return of credits (a second and up)
+		sleep 3
+		kill -KILL "$pid"
+		"$XS_REMOTE" --wait "lf$mode" --timeout 60
+		cat "$XS_RUN_DIR/remote/lf$mode.log"
+		grep -qx "recv=ECONNRESET" "$XS_RUN_DIR/remote/lf$mode.log"
+		port=$((port + 1))
+	done
+	[[ $(stat lf rdma) == 1 && $(stat lf tcp) == 0 ]]
+}
+
 @test "sock: urgent data both ways in the middle of a stream: every byte, the mark and the urgent byte where kernel TCP puts them" {
 	local oob=tests/tools/oobstream.py kernel round
 	remote_bg "oob$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/oobs.stats" \

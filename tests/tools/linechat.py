@@ -12,13 +12,31 @@ and a client that reads the answers only after its last line.
                                     and only then read until EOF; prints
                                     the lines and bytes that came back and
                                     whether they are the lines in capitals
+  linechat.py flood HOST PORT L     accept one connection, send L lines of
+                                    35 bytes, each by a send of its own,
+                                    print "sent L lines", then read: prints
+                                    "recv=" and EOF, an errno name or the
+                                    bytes read
+  linechat.py idle HOST PORT B FILE connect and wait in select() for an
+                                    exceptional condition that never
+                                    comes, reading nothing, until FILE
+                                    exists; then read B bytes, print
+                                    "read B" and wait so again, reading
+                                    nothing more, until killed
 
 Over kernel TCP the answers wait in the client's receive buffer while it
 writes: every line goes and every answer comes back. A transport that
 bounds unread messages rather than unread bytes leaves the server blocked
 in its send, no longer reading, and the client blocked in its own.
+
+A client killed with the rest of a flood unread: its kernel closes a socket
+with unread bytes by an RST, so the flooding side reads ECONNRESET, not the
+EOF of a peer that read everything and closed.
 """
+import errno
 import hashlib
+import os
+import select
 import socket
 import sys
 
@@ -71,11 +89,43 @@ def client(host, port, nlines):
            else "NOT the lines in capitals"))
 
 
+def flood(host, port, nlines):
+    lsock = socket.create_server((host, port))
+    print("listening", flush=True)
+    conn, _ = lsock.accept()
+    for i in range(nlines):
+        conn.sendall(line(i))
+    print("sent %d lines" % nlines, flush=True)
+    try:
+        got = conn.recv(65536)
+        print("recv=%s" % ("EOF" if not got else "%d bytes" % len(got)))
+    except OSError as e:
+        print("recv=%s" % errno.errorcode.get(e.errno, e.errno))
+
+
+def idle(host, port, nbytes, flag):
+    sock = socket.create_connection((host, port))
+    while not os.path.exists(flag):
+        select.select([], [], [sock], 0.2)
+    got = 0
+    while got < nbytes:
+        data = sock.recv(nbytes - got)
+        if not data:
+            break
+        got += len(data)
+    print("read %d" % got, flush=True)
+    select.select([], [], [sock], 120)
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "serve":
         serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 5 and sys.argv[1] == "client":
         client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "flood":
+        flood(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 6 and sys.argv[1] == "idle":
+        idle(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
         sys.exit(__doc__)
 
