@@ -827,6 +827,17 @@ size_t stream_copy(struct xs_stream *s, struct iov_cursor *cur, size_t len,
 	return copied;
 }
 
+/* Whether every queued byte is readable (no region waits for its READ). */
+static bool stream_rx_all_ready(const struct xs_stream *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->rxq_len; i++)
+		if (!stream_rx_ready(&s->rxq[(s->rxq_head + i) % s->c->nr_rx]))
+			return false;
+	return true;
+}
+
 /* Bytes readable now, in stream order (FIONREAD). */
 size_t stream_readable(struct xs_stream *s)
 {
@@ -860,9 +871,9 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	pthread_mutex_lock(&s->lock);
 	/* tcp_recvmsg()'s target: everything with MSG_WAITALL, else
 	 * SO_RCVLOWAT bytes (1 by default) or what was asked for */
-	target = (flags & XS_RECV_WAITALL) && !peek ? total
-		 : (size_t)s->rcvlowat < total	    ? (size_t)s->rcvlowat
-						    : total;
+	target = (flags & XS_RECV_WAITALL)     ? total
+		 : (size_t)s->rcvlowat < total ? (size_t)s->rcvlowat
+					       : total;
 	if (target < 1)
 		target = 1;
 	for (;;) {
@@ -878,6 +889,11 @@ ssize_t xs_stream_recv(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		}
 		if (s->rd_shut || (s->rxq_len == 0 && s->peer_fin))
 			break; /* EOF */
+		/* a peek short of MSG_WAITALL's target after the peer's last
+		 * byte here: what there is (tcp_recvmsg() at RCV_SHUTDOWN) */
+		if (peek && (s->peer_fin || s->peer_moved) &&
+		    stream_rx_all_ready(s))
+			break;
 		if (s->rxq_len == 0 && s->peer_moved) {
 			if (!copied) /* the rest comes over TCP */
 				rc = XS_STREAM_MOVED;

@@ -881,15 +881,21 @@ static void case_msg_waitall(void)
 			     .delay_ms = 50,
 			     .shut_how = -1 };
 	NEED(pthread_create(&w.tid, NULL, writer_main, &w) == 0);
-	n = recv(c, buf, 8, MSG_WAITALL);
+	/* with MSG_PEEK too, the wait is for all 8 (tcp_recvmsg()) */
+	n = recv(c, buf, 8, MSG_PEEK | MSG_WAITALL);
 	pthread_join(w.tid, NULL);
+	say("recv PEEK|WAITALL 8=%s '%.*s'", rs(n), n > 0 ? (int)n : 0, buf);
+	n = recv(c, buf, 8, MSG_WAITALL);
 	say("recv WAITALL 8=%s '%.*s'", rs(n), n > 0 ? (int)n : 0, buf);
 	w = (struct writer){
 		.fd = s, .a = "xyz", .delay_ms = 50, .shut_how = SHUT_WR
 	};
 	NEED(pthread_create(&w.tid, NULL, writer_main, &w) == 0);
-	n = recv(c, buf, 8, MSG_WAITALL);
+	n = recv(c, buf, 8, MSG_PEEK | MSG_WAITALL);
 	pthread_join(w.tid, NULL);
+	say("PEEK|WAITALL cut by EOF=%s '%.*s'", rs(n), n > 0 ? (int)n : 0,
+	    buf);
+	n = recv(c, buf, 8, MSG_WAITALL);
 	say("WAITALL cut by EOF=%s '%.*s'", rs(n), n > 0 ? (int)n : 0, buf);
 	say("then=%s", rs(recv(c, buf, 8, MSG_WAITALL)));
 }
