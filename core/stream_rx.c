@@ -55,6 +55,16 @@ static void stream_rx_heap_account(struct xs_stream *s, size_t old, size_t cap)
 					  memory_order_relaxed);
 }
 
+/* Move heap entry @t's unread bytes to the front of its memory. */
+static void stream_rx_heap_compact(struct xs_stream_rx *t)
+{
+	uint32_t have = t->end - t->off;
+
+	memmove(t->buf.addr, (uint8_t *)t->buf.addr + t->off, have);
+	t->off = 0;
+	t->end = have;
+}
+
 /*
  * Room for @len more bytes behind heap entry @t: its bytes moved to the
  * front, or a larger allocation within XS_RX_HEAP_MAX. Return: whether
@@ -69,9 +79,7 @@ static bool stream_rx_heap_room(struct xs_stream *s, struct xs_stream_rx *t,
 	if (t->end + len <= t->buf.size)
 		return true;
 	if (want <= t->buf.size / 2 + 1 && t->off) { /* no allocation */
-		memmove(t->buf.addr, (uint8_t *)t->buf.addr + t->off, have);
-		t->off = 0;
-		t->end = (uint32_t)have;
+		stream_rx_heap_compact(t);
 		return true;
 	}
 	if (s->rx_no_heap)
@@ -81,11 +89,8 @@ static bool stream_rx_heap_room(struct xs_stream *s, struct xs_stream_rx *t,
 		cap = want;
 	if (!stream_rx_heap_fits(s, t->buf.size, cap))
 		return false;
-	if (t->off) {
-		memmove(t->buf.addr, (uint8_t *)t->buf.addr + t->off, have);
-		t->off = 0;
-		t->end = (uint32_t)have;
-	}
+	if (t->off)
+		stream_rx_heap_compact(t);
 	p = realloc(t->buf.addr, cap);
 	if (!p)
 		return false;
