@@ -153,19 +153,17 @@ ac_rounds()
 	# the end: its death would be a clean end (EOF), where its kernel's RST
 	# for the bytes unread says they were lost.
 	local tool=tests/tools/linechat.py n=5000 part=$((35 * 4000)) mode pid
+	local srv cli ready
 	for mode in xsock kernel; do
 		rm -f "$BATS_TEST_TMPDIR/go"
+		srv=() cli=() ready=tcp
 		if [[ $mode == xsock ]]; then
-			remote_bg "lf$mode" env $(xsenv lf) python3 "$tool" flood "$XS_ADDR_A" "$port" "$n"
-			server_ready "lf$mode" rdma
-			env $(xsenv lfc) python3 "$tool" idle "$XS_ADDR_A" "$port" "$part" \
-				"$BATS_TEST_TMPDIR/go" >"$BATS_TEST_TMPDIR/lfc.out" 2>&1 &
-		else
-			remote_bg "lf$mode" python3 "$tool" flood "$XS_ADDR_A" "$port" "$n"
-			server_ready "lf$mode" tcp
-			python3 "$tool" idle "$XS_ADDR_A" "$port" "$part" \
-				"$BATS_TEST_TMPDIR/go" >"$BATS_TEST_TMPDIR/lfc.out" 2>&1 &
+			srv=(env $(xsenv lf)) cli=(env $(xsenv lfc)) ready=rdma
 		fi
+		remote_bg "lf$mode" "${srv[@]}" python3 "$tool" flood "$XS_ADDR_A" "$port" "$n"
+		server_ready "lf$mode" "$ready"
+		"${cli[@]}" python3 "$tool" idle "$XS_ADDR_A" "$port" "$part" \
+			"$BATS_TEST_TMPDIR/go" >"$BATS_TEST_TMPDIR/lfc.out" 2>&1 &
 		pid=$!
 		locals+=("$pid")
 		retry_for 60 grep -qx "sent $n lines" "$XS_RUN_DIR/remote/lf$mode.log"
