@@ -35,9 +35,32 @@ setup()
 	[[ "$XS_TOPOLOGY" != two ]] || iters=200
 }
 
+# fabric_report - after a failed test, what the fabric looked like: does
+# the server answer over the data link (ARP and ICMP) and the control link,
+# is each rxe port ACTIVE, and the last kernel messages on each side.  A
+# run whose wire broke part-way then says so in the failure itself, where a
+# CI log shows it, not only in the run directory's diag-*/.
+fabric_report()
+{
+	local ok=no
+	busybox ping -c 1 -W 2 "$XS_ADDR_A" >/dev/null 2>&1 && ok=yes
+	echo "fabric: $XS_ADDR_A answers ping over the data link: $ok"
+	ok=no
+	"$XS_REMOTE" --timeout 5 true >/dev/null 2>&1 && ok=yes
+	echo "fabric: the server's agent answers over the control link: $ok"
+	echo "fabric: client: $(rdma link show 2>&1 | tr '\n' ' ')"
+	dmesg 2>&1 | grep -v 'speed is unknown' | tail -n 6 |
+		sed 's/^/fabric: client dmesg: /'
+	[[ "$XS_TOPOLOGY" == two ]] || return 0
+	"$XS_REMOTE" --timeout 5 bash -c 'echo "server: $(rdma link show 2>&1 | tr "\n" " ")"
+		dmesg 2>&1 | grep -v "speed is unknown" | tail -n 6 |
+		sed "s/^/server dmesg: /"' 2>&1 | sed 's/^/fabric: /'
+}
+
 teardown()
 {
 	local name pid
+	[[ -n "${BATS_TEST_COMPLETED:-}" ]] || fabric_report || true
 	for pid in "${locals[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
