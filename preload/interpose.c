@@ -185,7 +185,8 @@ XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 static int dup_track(int nfd, struct xs_sock *s)
 {
 	if (nfd >= 0)
-		XS_SAVE_ERRNO(xs_fdtab_insert(nfd, s));
+		XS_SAVE_ERRNO(xs_fdtab_insert(nfd, s);
+			      if (nfd <= STDERR_FILENO) xs_stdio_onto(nfd));
 	else
 		XS_SAVE_ERRNO(xs_sock_put(s));
 	return nfd;
@@ -218,7 +219,8 @@ static int dup_onto(int fd, int newfd, int flags, bool dup3)
 	if (newfd != STDERR_FILENO)
 		xs_log_fd_closed(newfd);
 	XS_SAVE_ERRNO(xs_poll_fd_closed(newfd); xs_sock_put(victim);
-		      if (s) xs_fdtab_insert(newfd, s));
+		      if (s) xs_fdtab_insert(newfd, s);
+		      if (s && newfd <= STDERR_FILENO) xs_stdio_onto(newfd));
 	return rc;
 }
 

@@ -64,6 +64,16 @@ int xs_io_close(int fd);
  */
 void xs_stdio_init(void);
 
+/*
+ * xs_stdio_onto() - @fd (0, 1 or 2) names one of our sockets from now on
+ * (dup2(), dup3(), dup(), F_DUPFD): glibc's stdin, stdout or stderr on it
+ * becomes one of our streams, with glibc's buffering mode and the output
+ * it had not written yet; one of ours already, or a stdin with input read
+ * ahead from what the fd was before, stays. Context: the thread that made
+ * the fd; takes the stream's lock, then stdio.c's list lock.
+ */
+void xs_stdio_onto(int fd);
+
 /* xs_stdio_exit() - atexit, before xs_core_exit() ends the connections:
  * what those streams hold goes out */
 void xs_stdio_exit(void);

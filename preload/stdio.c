@@ -8,9 +8,10 @@
  * negotiated. So a FILE on one of our sockets is a cookie stream
  * (fopencookie()) whose reads, writes and close are the wrappers' own:
  * fdopen() makes one, and at init stdin, stdout and stderr become one
- * where they are such a socket (a program started inetd-style). fileno()
- * still names the fd. What a program dup2()s onto 0, 1 or 2 later keeps
- * glibc's stream.
+ * where they are such a socket (a program started inetd-style), and so
+ * does one whose fd becomes such a socket later, by dup2(), dup3(), dup()
+ * or F_DUPFD (a forking server's child that speaks stdio on the
+ * connection; xs_stdio_onto()). fileno() still names the fd.
  *
  * At exit, what these streams hold is written before the connections end
  * (xs_stdio_exit()); glibc would write it only after every atexit handler,
@@ -20,6 +21,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 
 #include "preload.h"
@@ -33,6 +35,16 @@ struct stdio_cookie {
 
 static pthread_mutex_t stdio_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct stdio_cookie *stdio_list; /* stdio_lock */
+/* A stream of ours that was stdin, stdout or stderr when fclose() freed
+ * it: the variable may still hold it, and nothing may touch it then
+ * (stdio_lock). */
+static FILE *stdio_freed[3];
+
+/* The variable of std stream @fd: stdin, stdout or stderr. */
+static FILE **stdio_std(int fd)
+{
+	return fd == 0 ? &stdin : fd == 1 ? &stdout : &stderr;
+}
 
 static ssize_t stdio_read(void *cookie, char *buf, size_t len)
 {
@@ -65,6 +77,9 @@ static int stdio_close(void *cookie)
 	int fd = c->fd;
 
 	pthread_mutex_lock(&stdio_lock);
+	for (int i = 0; i <= 2; i++)
+		if (*stdio_std(i) == c->f)
+			stdio_freed[i] = c->f;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -146,6 +161,73 @@ void xs_stdio_init(void)
 			stderr = f;
 		}
 	}
+}
+
+/* Whether @f, std stream @fd's, is one of ours, or one of ours that
+ * fclose() freed. */
+static bool stdio_ours(const FILE *f, int fd)
+{
+	const struct stdio_cookie *c;
+	bool ours;
+
+	pthread_mutex_lock(&stdio_lock);
+	ours = f == stdio_freed[fd];
+	for (c = stdio_list; c && !ours; c = c->next)
+		ours = c->f == f;
+	pthread_mutex_unlock(&stdio_lock);
+	return ours;
+}
+
+/* glibc's buffering flags in FILE._flags (libio/libio.h): what setvbuf()
+ * chose, or glibc at the first output (a terminal: line-buffered). */
+#define STDIO_GLIBC_UNBUFFERED 0x0002
+#define STDIO_GLIBC_LINE_BUF   0x0200
+
+void xs_stdio_onto(int fd)
+{
+	FILE **std = stdio_std(fd);
+	FILE *old = *std, *f;
+	size_t pending;
+	int mode;
+
+	/* one of ours reads and writes whatever the fd is now */
+	if (!old || stdio_ours(old, fd))
+		return;
+	flockfile(old);
+	if (fileno_unlocked(old) != fd ||
+	    (fd == 0 && old->_IO_read_ptr < old->_IO_read_end)) {
+		/* another fd's; or input read ahead from what the fd was
+		 * before, which glibc would give first: glibc's it stays */
+		funlockfile(old);
+		return;
+	}
+	f = stdio_open(fd, fd == 0 ? "r" : "w");
+	if (!f) {
+		funlockfile(old);
+		return;
+	}
+	mode = fd == 2 || (old->_flags & STDIO_GLIBC_UNBUFFERED) ? _IONBF
+	       : old->_flags & STDIO_GLIBC_LINE_BUF		 ? _IOLBF
+								 : -1;
+	if (mode >= 0)
+		setvbuf(f, NULL, mode, mode == _IOLBF ? BUFSIZ : 0);
+	/* output not yet written goes where glibc would write it at its
+	 * next flush: to the fd as it is now */
+	pending = fd == 0 ? 0 : __fpending(old);
+	if (pending) {
+		fwrite(old->_IO_write_base, 1, pending, f);
+		__fpurge(old);
+	}
+	funlockfile(old);
+	pthread_mutex_lock(&stdio_lock);
+	stdio_freed[fd] = NULL;
+	pthread_mutex_unlock(&stdio_lock);
+	*std = f;
+	xs_dbg("stdio", "fd %d: std%s reads and writes through us from here",
+	       fd,
+	       fd == 0	 ? "in"
+	       : fd == 1 ? "out"
+			 : "err");
 }
 
 void xs_stdio_exit(void)

@@ -182,6 +182,54 @@ print(len(got), got.count(b"\n"), got.splitlines()[-1].decode())' kernel
 	[[ $(stat sedc rdma) == 1 ]]
 }
 
+@test "models: fork per connection, the child puts the socket on fd 0 and 1 (dup2, dup, F_DUPFD) and speaks glibc stdio, no exec: every line over RDMA, as over kernel TCP" {
+	# tests/tools/stdiosrv.c: fgets() and printf() make their system
+	# calls in glibc, unseen by any wrapper; the child's stdin and stdout
+	# become the library's streams when the socket lands on fd 0 and 1,
+	# with the "hello " its stdout held (else fgets() read the client's
+	# hello as its first line, and printf() wrote under the RDMA stream)
+	local client='import hashlib, socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+for i in range(300):
+    s.sendall(b"line %d of the stream\n" % i)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+print(len(got), hashlib.sha256(got).hexdigest(), got[:16])'
+	local want sent received how
+	want=$(python3 -c 'import hashlib
+got = b"hello " + b"".join(b"%d: line %d of the stream\n" % (i + 1, i) for i in range(300)) + b"bye after 300 lines\n"
+print(len(got), hashlib.sha256(got).hexdigest(), got[:16])')
+	sent=${want%% *}
+	received=$(python3 -c 'print(sum(len(b"line %d of the stream\n" % i) for i in range(300)))')
+	for how in dup2 dup fcntl; do
+		# kernel TCP at both ends: what the program does without us
+		remote_bg "plain-$how" build/tools/stdiosrv "$XS_ADDR_A" "$port" 1 "$how"
+		server_ready "plain-$how" tcp
+		run --separate-stderr timeout 60 python3 -c "$client" "$XS_ADDR_A" "$port"
+		echo "kernel TCP, $how: $output $stderr"
+		[[ "$output" == "$want" ]]
+		wait_server "plain-$how"
+		port=$((port + 1))
+		srv "stdio-$how" build/tools/stdiosrv "$XS_ADDR_A" "$port" 1 "$how"
+		server_ready "stdio-$how" rdma
+		run --separate-stderr timeout 60 env $(xsenv "stdioc-$how") python3 -c "$client" "$XS_ADDR_A" "$port"
+		echo "xsock, $how: $output $stderr"
+		[[ "$output" == "$want" ]]
+		wait_server "stdio-$how"
+		stats_blocks "$XS_RUN_DIR/stdio-$how.stats"
+		# the child's connection over RDMA, every byte both ways
+		blocks_of "stdio-$how.stats" stdiosrv | grep " rdma=1 tcp=0 " |
+			grep -q " sent=$sent received=$received$"
+		[[ $(stat "stdioc-$how" rdma) == 1 ]]
+		port=$((port + 1))
+	done
+}
+
 @test "models: pre-forked workers accept on an inherited listener" {
 	srv prefork python3 "$MODELS" prefork "$port" 2 "$SIZE"
 	server_ready prefork rdma
