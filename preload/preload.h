@@ -60,7 +60,8 @@ int xs_io_close(int fd);
 /*
  * xs_stdio_init() - at init, after the inherited sockets were adopted:
  * stdin, stdout and stderr on one of our sockets (an inetd-style child)
- * become streams whose reads and writes are the wrappers' (stdio.c)
+ * become streams whose reads and writes are the wrappers' (stdio.c); its
+ * lock's fork handlers are registered. Context: once, at init.
  */
 void xs_stdio_init(void);
 

@@ -134,11 +134,27 @@ XS_EXPORT FILE *fdopen(int fd, const char *mode)
 	return stdio_open(fd, mode);
 }
 
+/* Around fork(): a child whose parent forked while another thread held
+ * stdio_lock (making or closing a stream) would wait for it for ever at
+ * its first dup2() onto fd 0-2. Registered after the core's handlers, so
+ * taken before its locks, as xs_stdio_exit() takes them. */
+static void stdio_fork_prepare(void)
+{
+	pthread_mutex_lock(&stdio_lock);
+}
+
+static void stdio_fork_done(void)
+{
+	pthread_mutex_unlock(&stdio_lock);
+}
+
 void xs_stdio_init(void)
 {
 	struct xs_sock *s;
 	FILE *f;
 	int fd;
+
+	pthread_atfork(stdio_fork_prepare, stdio_fork_done, stdio_fork_done);
 
 	for (fd = 0; fd <= 2; fd++) {
 		s = xs_fdtab_get(fd);
