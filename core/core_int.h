@@ -157,6 +157,16 @@ int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 		    const char *name);
 
 /**
+ * xs_thread_nap() - sleep @ms milliseconds, or until another thread sets
+ *                   *@kicked and signals @cond, both under @lock (a
+ *                   CLOCK_REALTIME condition variable); *@kicked is
+ *                   cleared (core/thread.c)
+ * Context: a thread of ours that holds no lock of the library.
+ */
+void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
+		   int ms);
+
+/**
  * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
  *                above, so that the application's own fds stay as small
  *                as over kernel TCP: an event loop may size its tables by

@@ -666,52 +666,44 @@ void xs_sock_probe_kick(void)
 	pthread_mutex_unlock(&sock_probe_lock);
 }
 
-/* The probe thread's nap of @ms without a channel to poll (until a kick) */
-static void sock_probe_nap(int ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&sock_probe_lock);
-	if (!sock_probe_kicked)
-		pthread_cond_timedwait(&sock_probe_cond, &sock_probe_lock, &ts);
-	sock_probe_kicked = false;
-	pthread_mutex_unlock(&sock_probe_lock);
-}
-
 /* Kernel connections found ended (core/watch.c) taken per look; more
  * wait for the next. */
 #define SOCK_PROBE_ENDED 64
 
+/* Between two looks, a stream whose reader makes no call while its peer
+ * sends is looked at again this soon (µs): its peer then waits at most
+ * this long for the window it filled, not a second. 10 ms, a 100 Hz
+ * tick: its cost, a CQ poll per live stream, is paid only then. */
+#define SOCK_PROBE_TAKE_IN_US 10000u
+
 /*
  * The probe thread: once a second, a look at every live stream (silence,
- * keepalive, its kernel TCP connection's end); meanwhile it answers the channels through which the
- * children forked since ask for the move of one of our connections
- * (core/move.c).
+ * keepalive, its kernel TCP connection's end), and every
+ * SOCK_PROBE_TAKE_IN_US one that takes arrivals in while a look found some
+ * unread; meanwhile it answers the channels through which the children
+ * forked since ask for the move of one of our connections (core/move.c).
  */
 static void *sock_probe_main(void *arg)
 {
 	uint64_t now, next = xs_now_us() + 1000000u, v, ended[SOCK_PROBE_ENDED];
+	uint64_t until, take_in = UINT64_MAX;
 	size_t cap = 0, n, i, nr_ended;
 	struct pollfd *p = NULL;
 	struct xs_sock *s;
 	int idle, wait_ms;
+	bool full, more;
 	XS_INSIDE(); /* a thread of ours, for good: it probes streams */
 
 	(void)arg;
 	for (;;) {
 		now = xs_now_us();
-		wait_ms = next > now ? (int)((next - now + 999u) / 1000u) : 0;
+		until = take_in < next ? take_in : next;
+		wait_ms = until > now ? (int)((until - now + 999u) / 1000u) : 0;
 		n = 1 + xs_move_poll_fds(&p, &cap, 1);
 		if (n == 1 || cap < 1) { /* no channel, or no memory */
 			n = 0;
-			sock_probe_nap(wait_ms);
+			xs_thread_nap(&sock_probe_lock, &sock_probe_cond,
+				      &sock_probe_kicked, wait_ms);
 		} else {
 			p[0] = (struct pollfd){ .fd = sock_probe_evfd,
 						.events = POLLIN };
@@ -725,22 +717,30 @@ static void *sock_probe_main(void *arg)
 					xs_move_serve(p[i].fd);
 		}
 		now = xs_now_us();
-		if (now < next)
+		full = now >= next;
+		if (!full && now < take_in)
 			continue;
-		next = now + 1000000u;
-		nr_ended = xs_watch_ended(ended, SOCK_PROBE_ENDED);
+		if (full)
+			next = now + 1000000u;
+		nr_ended = full ? xs_watch_ended(ended, SOCK_PROBE_ENDED) : 0;
+		more = false;
 		pthread_mutex_lock(&sock_linger_lock);
 		for (s = sock_probe_stopped ? NULL : sock_live; s;
 		     s = s->live_next) {
+			if (!full) {
+				more |= xs_stream_take_in(s->stream);
+				continue;
+			}
 			for (i = 0; i < nr_ended; i++)
 				if (ended[i] == s->rdma_cookie)
 					xs_stream_kernel_ended(s->stream);
 			idle = atomic_load_explicit(&s->keepidle_s,
 						    memory_order_relaxed);
-			xs_stream_probe(s->stream, now,
-					(uint64_t)idle * 1000000u);
+			more |= xs_stream_probe(s->stream, now,
+						(uint64_t)idle * 1000000u);
 		}
 		pthread_mutex_unlock(&sock_linger_lock);
+		take_in = more ? now + SOCK_PROBE_TAKE_IN_US : UINT64_MAX;
 	}
 	return NULL;
 }

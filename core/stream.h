@@ -197,7 +197,6 @@ struct xs_stream {
 	uint32_t rx_data_held;	  /* DATA and RNDV buffers not yet read */
 	bool rx_spare_busy;	  /* c->rx_spare holds a piece of a region */
 	size_t rx_heap_size;	  /* bytes allocated to XS_RX_HEAP entries */
-	bool rx_no_heap;	  /* the thread that reaps allocates nothing */
 	uint32_t rx_heap_entries; /* XS_RX_HEAP entries queued */
 	bool peer_fin;		  /* FIN received: EOF after the queue */
 	bool peer_gone;		  /* DISCONNECTED: the peer's QP is gone */
@@ -235,7 +234,10 @@ struct xs_stream {
 	 * (core/xs_shm.h) while it has one, else pub_own; written under lock */
 	struct xs_shm_slot *pub;
 	struct xs_shm_slot pub_own;
-	uint64_t rx_arrived; /* payload bytes received, read or not */
+	uint64_t rx_arrived;   /* payload bytes received, read or not */
+	uint64_t take_in_read; /* bytes the reader had read at the probe
+				* thread's last look (stream_take_in()) */
+	bool take_in_more;     /* that look's answer: look again soon */
 	/* probes of a silent peer (xs_stream_probe); times in µs */
 	uint64_t wc_seen;    /* completions handled */
 	uint64_t probe_seen; /* msgs_received + wc_seen at the last look */
@@ -583,8 +585,26 @@ void xs_stream_abort(struct xs_stream *s);
  * what was read, which decides its answer should this side end without a
  * word (EOF or reset: stream_peer_ended()).
  * Context: the probe thread (core/sock.c), about once a second.
+ * Return: as xs_stream_take_in(), for what this look took in.
  */
-void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us);
+bool xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us);
+
+/**
+ * xs_stream_take_in() - take in what arrived for a reader that makes no
+ *                       call on @s: reap its CQ, keep what came (packed
+ *                       into the receive buffers and heap entries, up to
+ *                       XS_RX_HEAP_MAX), and return the buffers emptied,
+ *                       so that its peer goes on sending, as a kernel
+ *                       takes segments in for a process that sleeps
+ * @s: stream
+ *
+ * Context: the probe thread (core/sock.c), between its looks of
+ * xs_stream_probe() while one of them says there is more to take in; a
+ * stream whose last look said no is left alone. Takes s->lock.
+ * Return: whether messages came, some are still unread, and the reader
+ * read nothing since the look before.
+ */
+bool xs_stream_take_in(struct xs_stream *s);
 
 /**
  * xs_stream_kernel_ended() - the kernel TCP connection under @s got the

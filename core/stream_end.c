@@ -200,22 +200,18 @@ void xs_stream_abort(struct xs_stream *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
+bool xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 {
 	uint64_t seen, after;
+	bool more = false;
 	int i, rc;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->error || s->peer_gone || !s->c)
 		goto out;
 	/* What came meanwhile counts, the probe's own completion too, even
-	 * while the application looks at other sockets for long; what it
-	 * packs stays in the receive buffers (this thread allocates no
-	 * memory: see xs_move_poll_fds()), and buffers it re-posts go back */
-	s->rx_no_heap = true;
-	stream_poll_cq(s);
-	s->rx_no_heap = false;
-	stream_return_credits(s);
+	 * while the application looks at other sockets for long */
+	more = stream_take_in(s);
 	if (s->error || s->peer_gone) {
 		stream_wake(s); /* our own look found it: no one else will */
 		goto out;
@@ -277,6 +273,7 @@ void xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	       s->tx_inflight - 1);
 out:
 	pthread_mutex_unlock(&s->lock);
+	return more;
 }
 
 void xs_stream_kernel_ended(struct xs_stream *s)

@@ -154,6 +154,16 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
  */
 bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);
 
+/*
+ * Take in what arrived for a reader that makes no call (the probe
+ * thread): reap the CQ, packing what came, and return the buffers
+ * emptied. Called with s->lock held. Return: whether messages came, some
+ * are still unread and the reader read nothing since the last look: a
+ * reader that makes no call, whose peer a look again soon lets go on
+ * (xs_stream_take_in()); one that reads takes its arrivals in itself.
+ */
+bool stream_take_in(struct xs_stream *s);
+
 /* Free heap entry @e's memory (read, or its stream ends). */
 void stream_rx_heap_free(struct xs_stream *s, struct xs_stream_rx *e);
 

@@ -10,7 +10,12 @@
  * moves to memory of our own (a heap entry, XS_RX_HEAP), up to
  * XS_RX_HEAP_MAX bytes a connection, the bytes a receiver READs ahead of
  * the application on the rendezvous path (XS_RNDV_RX_HELD), and
- * XS_RX_HEAP_PROCESS_MAX bytes a process. While a heap
+ * XS_RX_HEAP_PROCESS_MAX bytes a process. Heap entries are anonymous
+ * mappings of their own (mmap(), grown by mremap()), not the
+ * application's allocator: the probe thread, which takes arrivals in for
+ * a reader that makes no call, may make one without leaving that
+ * allocator per-thread state (a jemalloc arena, which redis's 10 Hz
+ * memory statistics walk). While a heap
  * entry is queued, one credit stays unannounced: a peer that has every
  * credit back knows that every byte it sent was read (stream_peer_ended()).
  * Context: any thread; s->lock guards every field (stream_int.h).
@@ -18,6 +23,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stream_int.h"
 
@@ -31,6 +38,14 @@
 /* Bytes allocated to heap entries in this process, all streams' (a
  * bound, cf. tcp_mem; a forked child counts its own copies). */
 static atomic_size_t stream_rx_heap_total;
+
+/* @len rounded up to whole pages, as a heap entry's mapping is. */
+static size_t stream_rx_heap_pages(size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len + page - 1) / page * page;
+}
 
 /* Whether a heap entry of @old bytes (0: a new one) may hold @cap. */
 static bool stream_rx_heap_fits(const struct xs_stream *s, size_t old,
@@ -82,17 +97,15 @@ static bool stream_rx_heap_room(struct xs_stream *s, struct xs_stream_rx *t,
 		stream_rx_heap_compact(t);
 		return true;
 	}
-	if (s->rx_no_heap)
-		return false;
 	cap = t->buf.size * 2 > want ? t->buf.size * 2 : want;
 	if (!stream_rx_heap_fits(s, t->buf.size, cap))
-		cap = want;
+		cap = stream_rx_heap_pages(want);
 	if (!stream_rx_heap_fits(s, t->buf.size, cap))
 		return false;
 	if (t->off)
 		stream_rx_heap_compact(t);
-	p = realloc(t->buf.addr, cap);
-	if (!p)
+	p = mremap(t->buf.addr, t->buf.size, cap, MREMAP_MAYMOVE);
+	if (p == MAP_FAILED)
 		return false;
 	stream_rx_heap_account(s, t->buf.size, cap);
 	t->buf.addr = p;
@@ -111,16 +124,17 @@ static bool stream_rx_to_heap(struct xs_stream *s, struct xs_stream_rx *t,
 	size_t have = t->end - t->off, cap = 2 * (have + len);
 	uint8_t *p;
 
-	if (s->rx_heap_entries >= STREAM_RX_HEAP_ENTRIES || s->rx_no_heap)
+	if (s->rx_heap_entries >= STREAM_RX_HEAP_ENTRIES)
 		return false;
-	if (cap < STREAM_RX_HEAP_MIN)
-		cap = STREAM_RX_HEAP_MIN;
+	cap = stream_rx_heap_pages(cap < STREAM_RX_HEAP_MIN ? STREAM_RX_HEAP_MIN
+							    : cap);
 	if (!stream_rx_heap_fits(s, 0, cap))
-		cap = have + len;
+		cap = stream_rx_heap_pages(have + len);
 	if (!stream_rx_heap_fits(s, 0, cap))
 		return false;
-	p = malloc(cap);
-	if (!p)
+	p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
+	if (p == MAP_FAILED)
 		return false;
 	memcpy(p, (uint8_t *)s->c->rx[t->idx].addr + t->off, have);
 	if (s->rx_heap_entries) {
@@ -169,6 +183,32 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 	return true;
 }
 
+bool stream_take_in(struct xs_stream *s)
+{
+	uint64_t before = s->rx_arrived, read = s->pub->c.bytes_received;
+	bool idle = read == s->take_in_read; /* nothing read since */
+
+	s->take_in_read = read;
+	stream_poll_cq(s);
+	stream_return_credits(s);
+	s->take_in_more = idle && s->rx_arrived != before && s->rxq_len;
+	return s->take_in_more;
+}
+
+bool xs_stream_take_in(struct xs_stream *s)
+{
+	bool more = false;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->take_in_more && !s->error && !s->peer_gone && s->c) {
+		more = stream_take_in(s);
+		if (s->error || s->peer_gone)
+			stream_wake(s); /* our own look found it */
+	}
+	pthread_mutex_unlock(&s->lock);
+	return more;
+}
+
 void stream_rx_heap_drop(struct xs_stream *s, uint32_t nr_rx)
 {
 	uint32_t i;
@@ -183,7 +223,7 @@ void stream_rx_heap_drop(struct xs_stream *s, uint32_t nr_rx)
 
 void stream_rx_heap_free(struct xs_stream *s, struct xs_stream_rx *e)
 {
-	free(e->buf.addr);
+	munmap(e->buf.addr, e->buf.size);
 	stream_rx_heap_account(s, e->buf.size, 0);
 	e->buf = (struct xs_buf){ 0 };
 	if (--s->rx_heap_entries == 0) { /* the credit held back goes */

@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 
 #include "core_int.h"
 
@@ -40,4 +41,23 @@ int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 	if (name)
 		pthread_setname_np(t, name);
 	return 0;
+}
+
+void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
+		   int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(lock);
+	if (!*kicked)
+		pthread_cond_timedwait(cond, lock, &ts);
+	*kicked = false;
+	pthread_mutex_unlock(lock);
 }

@@ -145,6 +145,47 @@ ac_rounds()
 	"$XS_REMOTE" --wait lt --timeout 30
 }
 
+@test "sock: a reader that waits on another connection before it reads on: 256 KiB in 4 KiB writes, 200 KB in 100-byte writes and 5,000 one-byte writes reach it meanwhile, as over kernel TCP" {
+	# The server reads a first byte, then waits for a signal on a second
+	# connection that the client sends after its last write
+	# (tests/tools/sidewait.py): the bytes between wait unread in the
+	# server's process, taken in by its library's probe thread while the
+	# program makes no call on the socket, as a kernel takes segments in
+	# for a process that sleeps. Kept to a window of messages, the client
+	# blocked in its writes (after 64 KiB of 4 KiB writes) and never sent
+	# the signal the server waited for.
+	local tool=tests/tools/sidewait.py cases=("262144 4096" "204800 100" "5000 1")
+	local mode srv cli ready c i sum=0 log
+	for mode in xsock kernel; do
+		srv=() cli=() ready=tcp
+		if [[ $mode == xsock ]]; then
+			srv=(env $(xsenv sw)) cli=(env $(xsenv swc)) ready=rdma
+		fi
+		remote_bg "sw$mode" "${srv[@]}" python3 "$tool" serve "$XS_ADDR_A" "$port" "${#cases[@]}"
+		server_ready "sw$mode" "$ready"
+		i=0
+		for c in "${cases[@]}"; do
+			read -r bytes wsize <<<"$c"
+			run timeout 60 "${cli[@]}" python3 "$tool" client "$XS_ADDR_A" "$port" "$bytes" "$wsize"
+			echo "$mode, $bytes B in $wsize B writes: $output"
+			((status == 0))
+			[[ "$output" == "sent $bytes sha256 "* ]]
+			log="$XS_RUN_DIR/remote/sw$mode.log"
+			retry_for 10 grep -qx "pair $i: signal ! data $bytes sha256 ${output##* }" "$log"
+			i=$((i + 1))
+			[[ $mode == kernel ]] || sum=$((sum + bytes + 1))
+		done
+		"$XS_REMOTE" --wait "sw$mode" --timeout 30
+		port=$((port + 1))
+	done
+	cat "$XS_RUN_DIR/sw.stats"
+	# every connection of the server over RDMA, every byte counted there
+	[[ $(stat sw rdma) == $((2 * ${#cases[@]})) && $(stat sw tcp) == 0 ]]
+	[[ $(stat sw received) == "$sum" ]]
+	# and each client's two
+	[[ $(awk '$1 == "rdma" && NF == 2 && $2 == 2' "$XS_RUN_DIR/swc.stats" | wc -l) == "${#cases[@]}" ]]
+}
+
 @test "sock: a client that reads only the start of 5,000 short lines and is killed: the server reads ECONNRESET, as over kernel TCP" {
 	# The client waits, reading nothing, while the lines arrive: past its
 	# receive buffers, they wait in memory of its library's own. It then
