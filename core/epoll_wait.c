@@ -548,34 +548,90 @@ static int ep_wait_common(int epfd, struct epoll_event *events, int max,
 	return rc;
 }
 
-/* epoll_pwait(), and epoll_wait() for a set with xsock members */
+/* Which of the kernel's calls a wait without xsock members makes: the
+ * application's own (a seccomp filter may allow only that one). */
+enum ep_call { EP_CALL_WAIT, EP_CALL_PWAIT, EP_CALL_PWAIT2 };
+
+/*
+ * The kernel's wait on @epfd, for a set without xsock members when the
+ * call began (@timeout: NULL waits for ever). Another thread may add one
+ * meanwhile (apache's event MPM: its workers add connections while its
+ * listener thread waits), and the inner set then enters the application's
+ * set: its event (EP_NEST_MAGIC) is ours, never the application's, which
+ * would take its data for a pointer of its own. A wait that only it ended
+ * goes on, emulated now, for the time left.
+ */
+static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
+			  const struct timespec *timeout,
+			  const sigset_t *sigmask, enum ep_call call)
+{
+	uint64_t end = timeout ? xs_now_us() + ep_ts_us(timeout) : 0, now;
+	struct timespec left = timeout ? *timeout : (struct timespec){ 0 };
+	bool handled;
+	int rc, ms;
+
+	for (;;) {
+		/* milliseconds, rounded up, as the kernel's own */
+		ms = !timeout ? -1
+		     : ep_ts_us(&left) / 1000u >= INT_MAX
+			     ? INT_MAX
+			     : (int)((ep_ts_us(&left) + 999u) / 1000u);
+		if (call == EP_CALL_PWAIT2)
+			rc = xs_real.epoll_pwait2(epfd, events, max,
+						  timeout ? &left : NULL,
+						  sigmask);
+		else if (call == EP_CALL_PWAIT)
+			rc = XS_CALL(epoll_pwait, epfd, events, max, ms,
+				     sigmask);
+		else
+			rc = XS_CALL(epoll_wait, epfd, events, max, ms);
+		if (rc <= 0 || (rc = ep_unnest(events, rc)) > 0)
+			return rc;
+		if (timeout) {
+			now = xs_now_us();
+			if (now >= end)
+				return 0;
+			ep_us_ts(end - now, &left);
+		}
+		rc = ep_wait_common(epfd, events, max, timeout ? &left : NULL,
+				    sigmask, &handled);
+		if (handled)
+			return rc;
+	}
+}
+
+/* epoll_pwait() and epoll_wait() */
 static int ep_pwait(int epfd, struct epoll_event *events, int maxevents,
-		    int timeout_ms, const sigset_t *sigmask)
+		    int timeout_ms, const sigset_t *sigmask, enum ep_call call)
 {
 	struct timespec ts = { timeout_ms / 1000,
 			       timeout_ms % 1000 * 1000000L };
-	bool handled;
-	int rc = ep_wait_common(epfd, events, maxevents,
-				timeout_ms < 0 ? NULL : &ts, sigmask, &handled);
+	bool handled = false;
+	int rc = 0;
 
+	/* epoll_wait is epoll_pwait without a mask (fs/eventpoll.c) */
+	if (ep_lookup(epfd))
+		rc = ep_wait_common(epfd, events, maxevents,
+				    timeout_ms < 0 ? NULL : &ts, sigmask,
+				    &handled);
 	return handled ? rc
-		       : XS_CALL(epoll_pwait, epfd, events, maxevents,
-				 timeout_ms, sigmask);
+		       : ep_kernel_wait(epfd, events, maxevents,
+					timeout_ms < 0 ? NULL : &ts, sigmask,
+					call);
 }
 
 int xs_epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 		  int timeout_ms)
 {
-	/* epoll_wait is epoll_pwait without a mask (fs/eventpoll.c) */
-	if (!ep_lookup(epfd))
-		return XS_CALL(epoll_wait, epfd, events, maxevents, timeout_ms);
-	return ep_pwait(epfd, events, maxevents, timeout_ms, NULL);
+	return ep_pwait(epfd, events, maxevents, timeout_ms, NULL,
+			EP_CALL_WAIT);
 }
 
 int xs_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 		   int timeout_ms, const sigset_t *sigmask)
 {
-	return ep_pwait(epfd, events, maxevents, timeout_ms, sigmask);
+	return ep_pwait(epfd, events, maxevents, timeout_ms, sigmask,
+			EP_CALL_PWAIT);
 }
 
 int xs_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
@@ -586,11 +642,14 @@ int xs_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 
 	if (!xs_real.epoll_pwait2)
 		return xs_no_symbol();
-	if (!timeout || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 &&
-			 timeout->tv_nsec < 1000000000))
-		rc = ep_wait_common(epfd, events, maxevents, timeout, sigmask,
-				    &handled);
+	/* a timeout the kernel refuses is its EINVAL */
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			timeout->tv_nsec >= 1000000000))
+		return xs_real.epoll_pwait2(epfd, events, maxevents, timeout,
+					    sigmask);
+	rc = ep_wait_common(epfd, events, maxevents, timeout, sigmask,
+			    &handled);
 	return handled ? rc
-		       : xs_real.epoll_pwait2(epfd, events, maxevents, timeout,
-					      sigmask);
+		       : ep_kernel_wait(epfd, events, maxevents, timeout,
+					sigmask, EP_CALL_PWAIT2);
 }

@@ -26,6 +26,21 @@ LIB=build/libxsock.so
 	done
 }
 
+@test "events: a thread in epoll_wait() on kernel fds while another adds an RDMA socket (apache's event MPM) gets that socket's event, never the library's own" {
+	# The set's first xsock member brings the library's inner set into
+	# the application's epoll set, under a waiter already in the
+	# kernel's epoll_wait(): its event (data EP_NEST_MAGIC) reached the
+	# program, which took it for a pointer of its own (apache's
+	# listener thread segfaulted; Python reported fd 1800295252)
+	remote_bg "er$BATS_TEST_NUMBER" env $(xsenv ers) python3 tests/tools/epollrace.py serve "$XS_ADDR_A" "$port" 5
+	server_ready "er$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 120 env $(xsenv er) python3 tests/tools/epollrace.py wait "$XS_ADDR_A" "$port" 5
+	echo "$output $stderr"
+	((status == 0))
+	[[ "$output" == "$(printf 'round %d: ok\n' 0 1 2 3 4 | head -c -1)" ]]
+	[[ $(stat er rdma) == 5 && $(stat er tcp) == 0 ]]
+}
+
 @test "events: redis-server and redis-benchmark under xsock, every reply over RDMA" {
 	command -v redis-server >/dev/null || skip "redis-server not installed"
 	# counters of this server alone (apps.bats' servers use the name too)
