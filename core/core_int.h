@@ -223,6 +223,9 @@ extern __thread bool xs_forking_helper;
 #define XS_HANDOFF_LENT 7
 /* that channel: strip is the owner's pid */
 #define XS_HANDOFF_CHANNEL 8
+/* strip bit of a negotiable record that an exec'd image adopted and keeps
+ * for an image it execs in turn (xs_sock_adopt()) */
+#define XS_HANDOFF_ADOPTED 0x80000000u
 #define XS_MOVE_NO_MEMFD   0xffffffffu
 #define XS_MOVE_SHM	   0xfffffffeu	 /* in /dev/shm/xsock-moved-EUID-KEY */
 #define XS_MOVE_MEMFD	   "xsock-moved" /* memfd_create() name */

@@ -27,9 +27,12 @@
  * listeners answered (client address and port, listening port): the
  * accepting process then knows that a hello is on its way, and waits
  * for it even when the application writes first.
- * A record is consumed by whoever adopts or claims the socket; records of
- * sockets closed meanwhile are harmless (their cookie never comes back)
- * and the oldest give way when the table is full.
+ * A record is consumed by whoever claims the socket, or adopts it in a
+ * state that it leaves; an image that adopts a socket still negotiable,
+ * or with control messages still to strip, records it again for an image
+ * it execs in turn (a shell's `sh -c CMD` execs CMD). Records of sockets
+ * closed meanwhile are harmless (their cookie never comes back) and the
+ * oldest give way when the table is full.
  *
  * Context: any thread; the table is lock-free (a slot is taken with a
  * compare-and-swap on its cookie). No system call unless a socket is
@@ -255,6 +258,10 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (!s)
 		goto out_none;
 	xs_sock_adopted(s, fd, state, strip);
+	if (state == XS_NEG_SERVER || state == XS_NEG_CLIENT)
+		xs_handoff_put(fd, state, strip | XS_HANDOFF_ADOPTED);
+	else if (state == XS_HANDOFF_STRIP)
+		xs_handoff_put(fd, state, strip);
 	xs_dbg("handoff", "fd %d adopted (state %u)", fd, state);
 	errno = err;
 	return s;

@@ -758,16 +758,21 @@ static void neg_close_await_hello(struct xs_sock *s, int fd)
  * Whether no exec'd image holds @fd, a socket accepted here and not
  * close-on-exec: one that system() or popen() spawned (inside glibc,
  * unseen) takes the socket's handoff record, made at the accept, when it
- * starts (preload/init.c). So the record still there means no such image
- * took the socket over; it is taken here, and one that starts later finds
- * what it would meet instead: TCP, the hello and a fallback to strip.
+ * starts (preload/init.c), and keeps it marked XS_HANDOFF_ADOPTED for its
+ * own execs. So the record there unmarked means no such image took the
+ * socket over; it is taken here, and one that starts later finds what it
+ * would meet instead: TCP, the hello and a fallback to strip.
  */
 static bool neg_close_unshared(int fd)
 {
-	unsigned int state = 0;
+	unsigned int state = 0, strip = 0;
 
-	if (!xs_handoff_take(fd, &state, NULL) || state != XS_NEG_SERVER)
+	if (!xs_handoff_take(fd, &state, &strip) || state != XS_NEG_SERVER)
 		return false;
+	if (strip & XS_HANDOFF_ADOPTED) { /* an image has it: its record */
+		xs_handoff_put(fd, state, strip);
+		return false;
+	}
 	xs_handoff_put(fd, XS_HANDOFF_STRIP,
 		       (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
 	return true;

@@ -61,14 +61,16 @@ static void init_adopt(void)
 		fd = atoi(d->d_name);
 		if (fd == dirfd(dir))
 			continue;
-		s = xs_sock_adopt(fd);
-		/* dup'ed fds of one socket (inetd's 0 and 1) share it: the
-		 * record is taken once */
+		/* dup'ed fds of one socket (inetd's 0 and 1) share it: it is
+		 * adopted once (its record may stay, for our own execs) */
+		s = NULL;
 		for (i = 0; !s && i < nseen; i++)
 			if (xs_sock_same(seen[i].fd, fd)) {
 				s = seen[i].s;
 				xs_sock_get(s);
 			}
+		if (!s)
+			s = xs_sock_adopt(fd);
 		if (!s)
 			continue;
 		if (nseen < sizeof(seen) / sizeof(seen[0])) {
