@@ -374,6 +374,9 @@ int xs_sock_hand(struct xs_sock *s, int fd, unsigned int how,
 	*h = (struct xs_handed){ .fd = fd, .memfd = -1, .chan = -1, .sock = s };
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
 		return 0; /* its state is recorded where it was decided */
+	if ((how & XS_HAND_SELF) &&
+	    (atomic_load(&s->moved) || !xs_sock_mine(s)))
+		return 0;
 	/* another process's, untouched here: the new image may ask for it
 	 * itself, when it uses it (a helper that never does leaves the
 	 * owner's bytes to the owner) */

@@ -10,6 +10,7 @@
 #define XS_CORE_REAL_H
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -19,6 +20,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 #include <sys/uio.h>
 #include <time.h>
 

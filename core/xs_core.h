@@ -772,9 +772,9 @@ int xs_sock_spawn_lend(struct xs_sock *s, int fd, int *own, int *child,
 /* xs_sock_spawn_done() - after posix_spawn() (@ok: a child was made) */
 void xs_sock_spawn_done(struct xs_handed *h, bool ok);
 
-/* xs_sock_hand() @how bits */
-#define XS_HAND_EXEC 0x1 /* an exec, not SCM_RIGHTS */
+#define XS_HAND_EXEC 0x1 /* xs_sock_hand() @how: an exec, not SCM_RIGHTS */
 #define XS_HAND_BARE 0x2 /* the new image runs without this library */
+#define XS_HAND_SELF 0x4 /* only a connection this process owns (and moves) */
 
 /**
  * xs_sock_hand_done() - the call xs_sock_hand() prepared for returned:

@@ -371,3 +371,49 @@ XS_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 	return spawn_done(
 		&sl, XS_CALL(posix_spawnp, pid, file, fa, attr, argv, envp));
 }
+
+/*
+ * set*id(), setgroups() and initgroups(). A process whose credentials
+ * change may no longer use the verbs objects it made before: the kernel
+ * refuses their commands (ib_safe_file_access(): EACCES), so its RDMA
+ * connections would reset at their next post (rsync's daemon sets its
+ * group after the greeting). They move to their kernel TCP connections
+ * first, live, with the bytes that came over RDMA and nobody read, as
+ * before an exec that fails; whatever the call answers, they go on there.
+ * A process without RDMA connections pays a walk of its fd table.
+ */
+static void creds_changing(void)
+{
+	struct xs_handed h;
+	struct xs_sock *s;
+	int fd = -1;
+
+	while ((fd = xs_fdtab_next(fd)) >= 0) {
+		if (!(s = xs_fdtab_get(fd)))
+			continue;
+		if (xs_sock_kind(s) == XS_KIND_RDMA) {
+			(void)xs_sock_hand(s, fd, XS_HAND_SELF, &h);
+			xs_sock_hand_done(&h, false);
+		}
+		xs_sock_put(s);
+	}
+}
+
+#define CREDS_WRAPPER(name, params, ...)                                       \
+	XS_EXPORT int name params                                              \
+	{                                                                      \
+		if (xs_enter())                                                \
+			creds_changing();                                      \
+		return XS_CALL(name, __VA_ARGS__);                             \
+	}
+
+CREDS_WRAPPER(setuid, (uid_t uid), uid)
+CREDS_WRAPPER(setgid, (gid_t gid), gid)
+CREDS_WRAPPER(seteuid, (uid_t uid), uid)
+CREDS_WRAPPER(setegid, (gid_t gid), gid)
+CREDS_WRAPPER(setreuid, (uid_t ruid, uid_t euid), ruid, euid)
+CREDS_WRAPPER(setregid, (gid_t rgid, gid_t egid), rgid, egid)
+CREDS_WRAPPER(setresuid, (uid_t ruid, uid_t euid, uid_t suid), ruid, euid, suid)
+CREDS_WRAPPER(setresgid, (gid_t rgid, gid_t egid, gid_t sgid), rgid, egid, sgid)
+CREDS_WRAPPER(setgroups, (size_t n, const gid_t *list), n, list)
+CREDS_WRAPPER(initgroups, (const char *user, gid_t group), user, group)

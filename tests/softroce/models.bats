@@ -263,6 +263,35 @@ print(len(got), hashlib.sha256(got).hexdigest(), got[:16])')
 	done
 }
 
+@test "models: a child that changes its credentials mid-connection (rsync's daemon sets its group after the greeting): the connection goes on over kernel TCP, every byte, as over kernel TCP" {
+	# the kernel refuses a process whose credentials changed the verbs
+	# objects it made before (EACCES): its RDMA connection reset at the
+	# next post ("ibv_post_send failed"); it moves to its kernel TCP
+	# connection before the change now
+	local tool=tests/tools/setidserve.py mode want="echo 1048576 of 1048576, sha256 equal"
+	for mode in kernel xsock; do
+		if [[ $mode == xsock ]]; then
+			srv "setid$mode" python3 "$tool" serve "$XS_ADDR_A" "$port"
+			server_ready "setid$mode" rdma
+			run --separate-stderr timeout 120 env $(xsenv setidc) python3 "$tool" client "$XS_ADDR_A" "$port" 1048576
+		else
+			remote_bg "setid$mode" python3 "$tool" serve "$XS_ADDR_A" "$port"
+			server_ready "setid$mode" tcp
+			run --separate-stderr timeout 120 python3 "$tool" client "$XS_ADDR_A" "$port" 1048576
+		fi
+		echo "$mode: $output $stderr"
+		((status == 0))
+		[[ "$output" == "$want" ]]
+		wait_server "setid$mode"
+		grep -qx "child: echoed 1048576" "$XS_RUN_DIR/remote/setid$mode.log"
+		port=$((port + 1))
+	done
+	cat "$XS_RUN_DIR/setidxsock.stats" "$XS_RUN_DIR/setidc.stats"
+	# it began over RDMA
+	[[ $(stat setidc rdma) == 1 && $(stat setidc tcp) == 0 ]]
+	! grep -q "connection reset" "$XS_RUN_DIR/setidxsock.log"
+}
+
 @test "models: pre-forked workers accept on an inherited listener" {
 	srv prefork python3 "$MODELS" prefork "$port" 2 "$SIZE"
 	server_ready prefork rdma
