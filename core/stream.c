@@ -646,7 +646,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
 	uint32_t max, rndv_max, chunk;
-	bool rndv, taken;
+	bool rndv, taken, after_fin = false;
 	struct xs_msg m;
 	int rc = 0;
 
@@ -720,6 +720,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			rc = stream_post(s, &m, &cur, chunk);
 		}
 		if (rc == 0) {
+			/* after the FIN as far as this stream knew then: a
+			 * FIN that the polls below reap crossed these bytes,
+			 * whose peer read them before its close (else its
+			 * close answered them with a RESET) */
+			after_fin |= s->peer_fin;
 			sent += chunk;
 			continue;
 		}
@@ -737,7 +742,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	}
 	s->pub->c.bytes_sent += sent;
 	stream_poll_cq(s);
-	if (sent && s->peer_fin) {
+	if (after_fin) {
 		s->tx_after_fin = true;
 		if (s->peer_gone)
 			stream_closed_rst(s);
