@@ -746,8 +746,18 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 	struct sockaddr_storage copy;
 	int reason, rc;
 
-	if (xs_sock_connecting(s))
-		return -EALREADY; /* as the kernel while SYN_SENT */
+	if (xs_sock_connecting(s)) {
+		/* The kernel's connection is up while the hello is answered
+		 * (poll says writable then): a connect again answers as the
+		 * kernel's does then (0, then EISCONN), which APR's
+		 * apr_socket_connect() awaits once writable. Before, as the
+		 * kernel while SYN_SENT. */
+		socklen_t l = sizeof(copy);
+
+		if (xs_real.getpeername(fd, (struct sockaddr *)&copy, &l) < 0)
+			return -EALREADY;
+		return xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
+	}
 	if (xs_sock_kind(s) == XS_KIND_RDMA)
 		return atomic_exchange(&s->connect_unseen, false) ? 0
 								  : -EISCONN;
