@@ -121,14 +121,15 @@ except OSError:
 	echo "$output"
 	[[ $output == *" /usr/lib/xsock/libxsock.so"* && $output != *"$PWD/build"* ]]
 
-	run --separate-stderr timeout 120 env -u XSOCK_LIB /usr/bin/xsock run \
+	run_or_dump 120 --dump redis-benchmark --dump "redis-server $XS_ADDR_A" \
+		env -u XSOCK_LIB /usr/bin/xsock run \
 		--stats "$XS_RUN_DIR/pkg-bench.stats" -- redis-benchmark \
 		-h "$XS_ADDR_A" -p "$port" -c 4 -n 1000 -t set,get --csv
 	echo "redis-benchmark: status $status"
 	echo "$output"
+	cat "$XS_RUN_DIR/pkg-bench.stats" || true
 	((status == 0))
 	[[ $(awk -F'","' 'NR > 1 && $2 + 0 > 0 { print substr($1, 2) }' <<<"$output") == $'SET\nGET' ]]
-	cat "$XS_RUN_DIR/pkg-bench.stats"
 	[[ $(stat pkg-bench tcp) == 0 && $(stat pkg-bench rdma) -ge 4 && $(stat pkg-bench connects) -ge 4 ]]
 	note "redis-benchmark -c 4 over the packaged xsock:" \
 		$(awk -F'","' 'NR > 1 { printf "%s %d req/s, ", substr($1, 2), $2 }' <<<"$output")

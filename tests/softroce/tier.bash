@@ -145,12 +145,14 @@ stat()
 }
 
 # dump_stacks PATTERN - every thread's stack of each process whose command
-# line matches PATTERN (pgrep -f; timeout and env wrappers skipped), and
-# the xsock stream each blocked call waits on, into the TAP stream: what a
-# stuck test leaves behind.
+# line matches PATTERN (pgrep -f; timeout and env wrappers skipped), the
+# xsock stream each blocked call waits on, and the process's sockets as
+# xsock-stat -e shows them, into the TAP stream: what a stuck test leaves
+# behind.
 dump_stacks()
 {
-	local pid t
+	local pid t xstat
+	xstat=$(command -v xsock-stat || echo "$PWD/build/bin/xsock-stat")
 	for pid in $(pgrep -f "$1"); do
 		case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
 		timeout | env | bash) continue ;;
@@ -163,17 +165,25 @@ dump_stacks()
 					-ex "frame function stream_wait" -ex "print *s" 2>&1 |
 					grep -E '^\$1|^  [a-z_]+ = ' | head -40
 			done
-		} | head -150 | sed "s/^/# [$pid] /" >&3
+			"$xstat" -e -p "$pid" 2>&1 | head -60
+		} | head -220 | sed "s/^/# [$pid] /" >&3
 	done
 }
 
-# run_or_dump SECONDS CMD... - like `run` with a deadline: CMD's output in
-# $output and its status in $status; a CMD still running after SECONDS
-# has every xsnet process's stacks dumped, is killed and gets status 124.
+# run_or_dump SECONDS [--dump PATTERN]... CMD... - like `run` with a
+# deadline: CMD's output and errors in $output and its status in $status; a CMD
+# still running after SECONDS has the stacks of the processes matching
+# each PATTERN (dump_stacks; default: xsnet's) dumped, is killed and gets
+# status 124.
 run_or_dump()
 {
-	local secs=$1 pid i
+	local secs=$1 pid i p pats=()
 	shift
+	while [[ $1 == --dump ]]; do
+		pats+=("$2")
+		shift 2
+	done
+	((${#pats[@]})) || pats=("xsnet sizes" "xsnet serve")
 	"$@" >"$BATS_TEST_TMPDIR/rod.out" 2>&1 &
 	pid=$!
 	for ((i = 0; i < secs * 10; i++)); do
@@ -181,8 +191,9 @@ run_or_dump()
 		sleep 0.1
 	done
 	if kill -0 "$pid" 2>/dev/null; then
-		dump_stacks "xsnet sizes"
-		dump_stacks "xsnet serve"
+		for p in "${pats[@]}"; do
+			dump_stacks "$p"
+		done
 		kill -KILL "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 		status=124
