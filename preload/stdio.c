@@ -168,14 +168,9 @@ void xs_stdio_init(void)
 		       fd == 0	 ? "in"
 		       : fd == 1 ? "out"
 				 : "err");
-		if (fd == 0)
-			stdin = f;
-		else if (fd == 1)
-			stdout = f;
-		else {
+		if (fd == 2)
 			setvbuf(f, NULL, _IONBF, 0); /* as glibc's stderr */
-			stderr = f;
-		}
+		*stdio_std(fd) = f;
 	}
 }
 
