@@ -224,11 +224,14 @@ extern __thread bool xs_forking_helper;
 /* that channel: strip is the owner's pid */
 #define XS_HANDOFF_CHANNEL 8
 /* strip bit of a negotiable record that an exec'd image adopted and keeps
- * for an image it execs in turn (xs_sock_adopt()) */
-#define XS_HANDOFF_ADOPTED 0x80000000u
-#define XS_MOVE_NO_MEMFD   0xffffffffu
-#define XS_MOVE_SHM	   0xfffffffeu	 /* in /dev/shm/xsock-moved-EUID-KEY */
-#define XS_MOVE_MEMFD	   "xsock-moved" /* memfd_create() name */
+ * for an image it execs in turn (xs_sock_adopt()), with the pid of the
+ * last image that adopted it in bits 8-30 (pid_max is at most 2^22) */
+#define XS_HANDOFF_ADOPTED   0x80000000u
+#define XS_HANDOFF_PID_SHIFT 8
+#define XS_HANDOFF_PID_MASK  (0x7fffffu << XS_HANDOFF_PID_SHIFT)
+#define XS_MOVE_NO_MEMFD     0xffffffffu
+#define XS_MOVE_SHM	     0xfffffffeu /* in /dev/shm/xsock-moved-EUID-KEY */
+#define XS_MOVE_MEMFD	     "xsock-moved" /* memfd_create() name */
 
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
  * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */

@@ -28,9 +28,13 @@
  * accepting process then knows that a hello is on its way, and waits
  * for it even when the application writes first.
  * A record is consumed by whoever claims the socket, or adopts it in a
- * state that it leaves; an image that adopts a socket still negotiable,
- * or with control messages still to strip, records it again for an image
- * it execs in turn (a shell's `sh -c CMD` execs CMD). Records of sockets
+ * state that it leaves; one still negotiable, or with control messages
+ * still to strip, stays for the other images that hold the socket and
+ * for an image an adopter execs in turn (a shell's `sh -c CMD` execs
+ * CMD), a negotiable one marked with the pid of its last adopter: an
+ * image that finds another one alive shares the socket with it (a
+ * shell's pipeline), and the first of them to claim it decides TCP for
+ * all (xs_sock_claim()). Records of sockets
  * closed meanwhile are harmless (their cookie never comes back) and the
  * oldest give way when the table is full.
  *
@@ -41,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -229,6 +234,58 @@ bool xs_handoff_any(void)
 	return false;
 }
 
+/*
+ * The record of @cookie for a process that got the socket (xs_sock_adopt()):
+ * a negotiable one, or one with control messages to strip, stays for the
+ * other images that hold the socket too (`sh -c 'od | head'` runs two)
+ * and for the one this image execs, a negotiable one marked adopted by
+ * this process (XS_HANDOFF_ADOPTED and its pid); any other is taken.
+ * Return: whether there was one; its state and strip as found.
+ */
+static bool handoff_adopt_cookie(uint64_t cookie, unsigned int *state,
+				 unsigned int *strip)
+{
+	struct handoff_slot *t = handoff_map(false);
+	uint32_t mark = XS_HANDOFF_ADOPTED |
+			(((uint32_t)getpid() << XS_HANDOFF_PID_SHIFT) &
+			 XS_HANDOFF_PID_MASK);
+	uint32_t old;
+	uint64_t want;
+	size_t i;
+
+	if (!t || !cookie)
+		return false;
+	for (i = 0; i < HANDOFF_SLOTS; i++) {
+		if (atomic_load(&t[i].cookie) != cookie)
+			continue;
+		*state = atomic_load(&t[i].state);
+		old = atomic_load(&t[i].strip);
+		if (*state == XS_NEG_SERVER || *state == XS_NEG_CLIENT)
+			while (!atomic_compare_exchange_weak(
+				&t[i].strip, &old,
+				(old & ~XS_HANDOFF_PID_MASK) | mark))
+				;
+		*strip = old;
+		want = cookie;
+		if (*state == XS_NEG_SERVER || *state == XS_NEG_CLIENT ||
+		    *state == XS_HANDOFF_STRIP ||
+		    atomic_compare_exchange_strong(&t[i].cookie, &want, 0))
+			return true;
+	}
+	return false;
+}
+
+/* Whether a negotiable record's @strip names another live image that
+ * adopted the socket: the socket is shared with it. */
+static bool handoff_shared(unsigned int strip)
+{
+	pid_t pid =
+		(pid_t)((strip & XS_HANDOFF_PID_MASK) >> XS_HANDOFF_PID_SHIFT);
+
+	return (strip & XS_HANDOFF_ADOPTED) && pid > 0 && pid != getpid() &&
+	       (kill(pid, 0) == 0 || errno == EPERM);
+}
+
 struct xs_sock *xs_sock_adopt(int fd)
 {
 	struct sockaddr_storage ss;
@@ -247,7 +304,7 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (xs_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
 		goto out_none;
-	if (!xs_handoff_take_cookie(xs_handoff_cookie(fd), &state, &strip))
+	if (!handoff_adopt_cookie(xs_handoff_cookie(fd), &state, &strip))
 		goto out_none;
 	fl = xs_real.fcntl(fd, F_GETFL);
 	s = xs_sock_create(
@@ -258,11 +315,13 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (!s)
 		goto out_none;
 	xs_sock_adopted(s, fd, state, strip);
+	/* Another image that adopted it still runs (the shell whose
+	 * pipeline this image is one command of): whichever claims it
+	 * decides TCP, for every holder (xs_sock_claim()). */
 	if (state == XS_NEG_SERVER || state == XS_NEG_CLIENT)
-		xs_handoff_put(fd, state, strip | XS_HANDOFF_ADOPTED);
-	else if (state == XS_HANDOFF_STRIP)
-		xs_handoff_put(fd, state, strip);
-	xs_dbg("handoff", "fd %d adopted (state %u)", fd, state);
+		s->neg_shared = handoff_shared(strip);
+	xs_dbg("handoff", "fd %d adopted (state %u%s)", fd, state,
+	       s->neg_shared ? ", shared" : "");
 	errno = err;
 	return s;
 out_none:

@@ -605,8 +605,11 @@ static int neg_server_step(struct neg_job *j)
 	j->hurry_until = 0;
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
 		memset(&peer, 0, sizeof(peer));
-	/* see neg_client(): an ancestor's rdma-core state cannot serve */
+	/* see neg_client(): an ancestor's rdma-core state cannot serve; a
+	 * socket that another command of a shell's pipeline holds (-EBUSY)
+	 * stays TCP for both */
 	j->slot = xs_dev_inherited() ? -EACCES
+		  : s->neg_shared    ? -EBUSY
 				     : neg_wait_add(j->evfd, &peer, &reply.port,
 						    &reply.token);
 	reply.rdma = j->slot >= 0;
@@ -618,7 +621,9 @@ static int neg_server_step(struct neg_job *j)
 	if (j->slot < 0) {
 		xs_info("neg", "no rendezvous listener (%s): tcp",
 			strerror(-j->slot));
-		return j->slot == -ENODEV ? XS_FB_NO_DEVICE : XS_FB_RESOURCE;
+		return j->slot == -ENODEV  ? XS_FB_NO_DEVICE
+		       : j->slot == -EBUSY ? XS_FB_UNSUPPORTED
+					   : XS_FB_RESOURCE;
 	}
 	j->state = NEG_S_QP;
 qp:
@@ -649,7 +654,9 @@ static void neg_finish(struct neg_job *j, int reason)
 {
 	struct xs_sock *s = j->s;
 
-	if (atomic_load(&s->strip)) /* for an exec'd program, fd receiver */
+	/* for an exec'd program, an fd receiver, the other commands of a
+	 * pipeline (TCP with nothing to strip, for them) */
+	if (atomic_load(&s->strip) || (s->neg_shared && reason != XS_FB_NONE))
 		xs_handoff_put(j->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_sock_neg_done(s, reason);
 	xs_real.close(j->fd);

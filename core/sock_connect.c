@@ -238,32 +238,41 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 /*
  * The handoff record of @s, taken before this process negotiates: another
  * process that shares the socket (a child forked after it was made, one
- * that an exec made of such a child) negotiated it, carried it over RDMA
- * and let it go while we hold it, moved to its kernel TCP connection
- * (XS_HANDOFF_MOVED: move_to_parent() in core/hand.c). Then the socket
- * goes on as it says, its unread bytes first, and true; else false, the
- * record dropped (a negotiable socket's own, for a next image).
+ * that an exec made of such a child, another command of a shell's
+ * pipeline) negotiated it, and either carried it over RDMA and let it go
+ * while we hold it, moved to its kernel TCP connection (XS_HANDOFF_MOVED:
+ * move_to_parent() in core/hand.c), or decided TCP (XS_HANDOFF_STRIP,
+ * kept for the other holders). Then the socket goes on as it says, its
+ * unread bytes first, and true; else false, the record dropped (a
+ * negotiable socket's own, for a next image).
  */
-static bool sock_claim_recorded(struct xs_sock *s, int fd)
+static bool sock_claim_recorded(struct xs_sock *s, int fd, bool *found)
 {
 	unsigned int state = 0, strip = 0;
 	int saved = errno;
-	bool moved =
-		xs_handoff_take(fd, &state, &strip) &&
-		(state == XS_HANDOFF_MOVED || state == XS_HANDOFF_MOVED_EOF);
+	bool decided;
 
-	if (moved) {
+	*found = xs_handoff_take(fd, &state, &strip);
+	decided = *found &&
+		  (state == XS_HANDOFF_MOVED || state == XS_HANDOFF_MOVED_EOF ||
+		   state == XS_HANDOFF_STRIP);
+
+	if (decided) {
 		xs_sock_adopted(s, fd, state, strip);
+		if (state == XS_HANDOFF_STRIP)
+			xs_handoff_put(fd, state, strip);
 		xs_sock_neg_done(s, XS_NEG_PEER_GONE); /* no fallback */
 	}
 	errno = saved;
-	return moved;
+	return decided;
 }
 
 bool xs_sock_claim(struct xs_sock *s, int fd)
 {
 	struct xs_sock *other;
 	int role, rc, other_fd;
+	uint64_t deadline;
+	bool found;
 
 	/* a connect that the parent process ran: its outcome first (the
 	 * socket may be negotiable now, and this process the one that
@@ -278,8 +287,34 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	    atomic_exchange(&s->connecting, true))
 		return xs_sock_connecting(s);
 	s->neg_gen = xs_fork_gen;
-	if (sock_claim_recorded(s, fd))
+	if (sock_claim_recorded(s, fd, &found))
 		return false;
+	/* A shared socket's record taken by another holder: it negotiates
+	 * now, and records its decision (TCP) for us; we wait for it. */
+	if (s->neg_shared && !found) {
+		deadline = xs_now_us() +
+			   (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
+		do {
+			xs_real.poll(NULL, 0, 1);
+			if (sock_claim_recorded(s, fd, &found))
+				return false;
+		} while (xs_now_us() < deadline);
+		atomic_store(&s->strip, (1u << XS_TCP_HELLO) |
+						(1u << XS_TCP_FALLBACK) |
+						(1u << XS_TCP_REPLY));
+		xs_sock_neg_done(s, XS_FB_TIMEOUT);
+		return false;
+	}
+	if (s->neg_shared && role == XS_NEG_CLIENT) {
+		/* another command of the pipeline holds it too: TCP for all
+		 * (the server's reply, if any, is stripped), recorded for
+		 * them (a server's side says so in its reply: core/neg.c) */
+		(void)xs_neg_send_fallback(fd);
+		atomic_store(&s->strip, 1u << XS_TCP_REPLY);
+		xs_handoff_put(fd, XS_HANDOFF_STRIP, 1u << XS_TCP_REPLY);
+		xs_sock_neg_done(s, XS_FB_UNSUPPORTED);
+		return false;
+	}
 	if (s->connect_evfd >= 0) { /* a connect's outcome, seen */
 		eventfd_t v;
 

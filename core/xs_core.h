@@ -241,9 +241,9 @@ struct xs_sock {
 	 * the kernel's connect started); connect_evfd (an eventfd, kept
 	 * until teardown) becomes readable then, for emulated waits. */
 	atomic_bool connecting;
-	atomic_bool connect_unseen; /* decided for RDMA, connect() not yet
-				     * called again: it answers 0 once, as
-				     * the kernel's SS_CONNECTING does */
+	/* decided for RDMA, connect() not yet called again: it answers 0
+	 * once, as the kernel's SS_CONNECTING does */
+	atomic_bool connect_unseen;
 	int connect_evfd;
 	int connect_err; /* a fallback connect()'s immediate error (errno),
 			  * reported once by SO_ERROR; protected by lock */
@@ -253,8 +253,9 @@ struct xs_sock {
 	atomic_int neg;	       /* enum xs_neg_role */
 	atomic_bool neg_hurry; /* the application wants to send now */
 	bool neg_expect;       /* server: the client probed, its hello comes */
+	bool neg_shared; /* adopted while another adopter runs: TCP for all */
 	/* server: xs_fork_gen and xs_sock_forks() at its accept, and whether
-	 * it went to another process with SCM_RIGHTS: see xs_sock_closing() */
+	 * it went to another process with SCM_RIGHTS (xs_sock_closing()) */
 	unsigned int accept_gen, accept_forks;
 	atomic_bool passed;
 	atomic_int neg_evfd;  /* the worker's wake-up eventfd, or -1 */
@@ -262,8 +263,8 @@ struct xs_sock {
 	/* a non-blocking connect's socket (SO_COOKIE): a child forked while
 	 * it ran takes the outcome from the handoff table */
 	uint64_t connect_cookie;
-	atomic_bool connect_inherited; /* that outcome taken, its negotiation
-					* not done: connect() still owes a 0 */
+	/* that outcome taken, its negotiation not done: connect() owes a 0 */
+	atomic_bool connect_inherited;
 	/* Kind TCP: 1 << XS_TCP_* of the control messages that may still
 	 * lead the stream; stripped before the application reads. */
 	atomic_uint strip;
@@ -1100,8 +1101,7 @@ int xs_wake_enter(void);
 /* xs_wake_leave() - the end of the wait xs_wake_enter() began. */
 void xs_wake_leave(void);
 
-/* xs_wake_drain() - take the wake-up of @fd (from xs_wake_enter());
- * errno is kept. */
+/* xs_wake_drain() - take @fd's wake-up (xs_wake_enter()); errno kept. */
 void xs_wake_drain(int fd);
 
 /**
