@@ -182,12 +182,14 @@ print(len(got), got.count(b"\n"), got.splitlines()[-1].decode())' kernel
 	[[ $(stat sedc rdma) == 1 ]]
 }
 
-@test "programs: socat SYSTEM nofork, the socket through two execs (sh -c CMD execs CMD): sha256sum reads every byte, over RDMA" {
-	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
-	# socat's child execs /bin/sh -c sha256sum, which execs sha256sum:
-	# the shell adopted the socket, still negotiable, and kept no record
-	# of it for the image it made, so sha256sum read the client's hello
-	# and fallback messages as data (another hash each time)
+# socat_system NAME CMD WANT - socat runs `sh -c CMD` (SYSTEM, nofork) on
+# each connection, CMD printing the SHA-256 of what it reads; a client
+# sends 10,040 bytes and half-closes, over kernel TCP first, then under
+# xsock (stats NAMEc): each prints WANT ("True 10040": the hash right,
+# then any words after the hash's "-").
+socat_system()
+{
+	local name=$1 cmd=$2 want=$3
 	local client='import hashlib, socket, sys
 data = bytes(range(251)) * 40
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
@@ -199,20 +201,61 @@ while True:
     if not b:
         break
     got += b
-print(got.decode().split()[0] == hashlib.sha256(data).hexdigest(), len(data))'
-	srv sys socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" SYSTEM:sha256sum,nofork
-	server_ready sys rdma
+w = got.decode().split()
+print(w[0] == hashlib.sha256(data).hexdigest(), len(data), *w[2:])'
+	srv "$name" socat "TCP-LISTEN:$port,bind=$XS_ADDR_A,fork,reuseaddr" "SYSTEM:$cmd,nofork"
+	server_ready "$name" rdma
 	run --separate-stderr timeout 60 python3 -c "$client" "$XS_ADDR_A" "$port"
 	echo "kernel: $output $stderr"
-	[[ "$output" == "True 10040" ]]
-	run --separate-stderr timeout 60 env $(xsenv sysc) python3 -c "$client" "$XS_ADDR_A" "$port"
+	[[ "$output" == "$want" ]]
+	run --separate-stderr timeout 60 env $(xsenv "${name}c") python3 -c "$client" "$XS_ADDR_A" "$port"
 	echo "xsock: $output $stderr"
-	[[ "$output" == "True 10040" ]]
-	stop_server sys "[s]ocat TCP-LISTEN:$port"
-	cat "$XS_RUN_DIR/sys.stats" "$XS_RUN_DIR/sysc.stats"
-	# sha256sum's connection over RDMA, every byte it read
-	blocks_of sys.stats sha256sum | grep " rdma=1 tcp=0 " | grep -q " received=10040$"
-	[[ $(stat sysc rdma) == 1 ]]
+	[[ "$output" == "$want" ]]
+	stop_server "$name" "[s]ocat TCP-LISTEN:$port"
+	cat "$XS_RUN_DIR/$name.stats" "$XS_RUN_DIR/${name}c.stats"
+}
+
+@test "programs: socat SYSTEM nofork, the socket through exec, fork and exec (sh -c CMD; dash forks CMD and holds the socket meanwhile): sha256sum, 'sha256sum; echo END' and the pipeline 'cat | sha256sum' get every byte, over kernel TCP for every holder" {
+	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
+	# socat's child execs /bin/sh -c CMD; dash forks each command, the
+	# socket still negotiable, and holds it meanwhile: after sha256sum,
+	# the shell's echo writes on it; in a pipeline, cat reads it and
+	# sha256sum writes it. An image that adopts the socket while another
+	# one that did still runs shares it: the first to claim it decides
+	# TCP for all. (Before: sha256sum alone carried it over RDMA and
+	# END was lost; cat read the client's hello as data.)
+	socat_system sys sha256sum "True 10040"
+	[[ $(stat sysc tcp) == 1 && $(stat sysc rdma) == 0 ]]
+	socat_system sysend 'sha256sum; echo END' "True 10040 END"
+	[[ $(stat sysendc tcp) == 1 && $(stat sysendc rdma) == 0 ]]
+	socat_system pipe 'cat | sha256sum' "True 10040"
+	[[ $(stat pipec tcp) == 1 && $(stat pipec rdma) == 0 ]]
+	# the commands' side: kernel TCP, nothing over RDMA
+	! grep -h "^  rdma  *[1-9]" "$XS_RUN_DIR/sys.stats" "$XS_RUN_DIR/sysend.stats" "$XS_RUN_DIR/pipe.stats"
+}
+
+@test "programs: tcpserver runs a shell pipeline on the connection (sh -c 'od -c | head -3': od reads the socket while head writes it): the output byte for byte as over kernel TCP, 3 times" {
+	command -v tcpserver >/dev/null || { echo "tcpserver not installed (tests/install-deps)"; false; }
+	local in=$BATS_TEST_TMPDIR/in want got i
+	head -c 3000 /dev/urandom >"$in"
+	# tcpserver's child execs sh with the socket on fd 0 and 1; the
+	# shell forks od and head, which adopted the negotiable socket at
+	# the same time: one of them found no record and read the client's
+	# hello as data (od printed 365 X S K), or head's lines were lost
+	remote_bg pipetcp tcpserver -R -H -l0 "$XS_ADDR_A" "$port" sh -c 'od -c | head -3'
+	server_ready pipetcp tcp
+	want=$(timeout 30 nc -N "$XS_ADDR_A" "$port" <"$in" | od -c)
+	echo "kernel: $want"
+	[[ $(grep -c . <<<"$want") -ge 3 ]]
+	stop_server pipetcp "[t]cpserver -R -H -l0 $XS_ADDR_A $port"
+	srv pipe tcpserver -R -H -l0 "$XS_ADDR_A" "$port" sh -c 'od -c | head -3'
+	server_ready pipe rdma
+	for i in 1 2 3; do
+		got=$(timeout 30 env $(xsenv "pipec$i") nc -N "$XS_ADDR_A" "$port" <"$in" | od -c)
+		echo "xsock $i: $got"
+		[[ "$got" == "$want" ]]
+	done
+	stop_server pipe "[t]cpserver -R -H -l0 $XS_ADDR_A $port"
 }
 
 @test "models: fork per connection, the child puts the socket on fd 0 and 1 (dup2, dup, F_DUPFD) and speaks glibc stdio, no exec: every line over RDMA, as over kernel TCP" {
