@@ -229,9 +229,20 @@ extern __thread bool xs_forking_helper;
 #define XS_HANDOFF_ADOPTED   0x80000000u
 #define XS_HANDOFF_PID_SHIFT 8
 #define XS_HANDOFF_PID_MASK  (0x7fffffu << XS_HANDOFF_PID_SHIFT)
-#define XS_MOVE_NO_MEMFD     0xffffffffu
-#define XS_MOVE_SHM	     0xfffffffeu /* in /dev/shm/xsock-moved-EUID-KEY */
-#define XS_MOVE_MEMFD	     "xsock-moved" /* memfd_create() name */
+
+/*
+ * xs_handoff_shared() - whether a socket this image adopted after the
+ * image of process @adopter (its record's mark) is shared with a process
+ * that may use it too: @adopter runs and is not us, and is not our parent
+ * (a shell waiting for the one command it runs; the connection moves to
+ * its kernel TCP connection if the shell uses it after us: core/hand.c),
+ * or is our parent and has another child (a pipeline). errno is kept.
+ * Context: any; reads /proc/PPID/task/PPID/children in the last case.
+ */
+bool xs_handoff_shared(pid_t adopter);
+#define XS_MOVE_NO_MEMFD 0xffffffffu
+#define XS_MOVE_SHM	 0xfffffffeu   /* in /dev/shm/xsock-moved-EUID-KEY */
+#define XS_MOVE_MEMFD	 "xsock-moved" /* memfd_create() name */
 
 /* Record socket @fd's @state (and @strip mask) for whoever gets it next.
  * Costs a getsockopt(SO_COOKIE); the table is mapped on first use. */

@@ -48,6 +48,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -275,15 +276,51 @@ static bool handoff_adopt_cookie(uint64_t cookie, unsigned int *state,
 	return false;
 }
 
-/* Whether a negotiable record's @strip names another live image that
- * adopted the socket: the socket is shared with it. */
-static bool handoff_shared(unsigned int strip)
+/* Whether process @pid runs (or is another user's). */
+static bool handoff_alive(pid_t pid)
 {
-	pid_t pid =
-		(pid_t)((strip & XS_HANDOFF_PID_MASK) >> XS_HANDOFF_PID_SHIFT);
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
 
-	return (strip & XS_HANDOFF_ADOPTED) && pid > 0 && pid != getpid() &&
-	       (kill(pid, 0) == 0 || errno == EPERM);
+/* Whether our parent has another child: one more command of a shell's
+ * pipeline, forked before the shell waits (dash forks them all first).
+ * Where /proc does not say, it may have: true. */
+static bool handoff_siblings(void)
+{
+	char path[64], buf[256], *p, *end;
+	pid_t parent = getppid();
+	long pid;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)parent,
+		 (int)parent);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = xs_real.read(fd, buf, sizeof(buf) - 1);
+	xs_real.close(fd);
+	if (n < 0 || n == (ssize_t)sizeof(buf) - 1)
+		return true;
+	buf[n] = '\0';
+	for (p = buf;; p = end) {
+		pid = strtol(p, &end, 10);
+		if (end == p)
+			return false;
+		if (pid != getpid())
+			return true;
+	}
+}
+
+bool xs_handoff_shared(pid_t adopter)
+{
+	int err = errno;
+	bool shared = adopter > 0 && adopter != getpid() &&
+		      handoff_alive(adopter) &&
+		      (adopter != getppid() || handoff_siblings());
+
+	errno = err;
+	return shared;
 }
 
 struct xs_sock *xs_sock_adopt(int fd)
@@ -315,13 +352,14 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (!s)
 		goto out_none;
 	xs_sock_adopted(s, fd, state, strip);
-	/* Another image that adopted it still runs (the shell whose
-	 * pipeline this image is one command of): whichever claims it
-	 * decides TCP, for every holder (xs_sock_claim()). */
-	if (state == XS_NEG_SERVER || state == XS_NEG_CLIENT)
-		s->neg_shared = handoff_shared(strip);
-	xs_dbg("handoff", "fd %d adopted (state %u%s)", fd, state,
-	       s->neg_shared ? ", shared" : "");
+	/* the image that adopted it before us: xs_sock_claim() asks
+	 * whether it still runs, beside us */
+	if ((state == XS_NEG_SERVER || state == XS_NEG_CLIENT) &&
+	    (strip & XS_HANDOFF_ADOPTED))
+		s->neg_adopter = (pid_t)((strip & XS_HANDOFF_PID_MASK) >>
+					 XS_HANDOFF_PID_SHIFT);
+	xs_dbg("handoff", "fd %d adopted (state %u, after %d)", fd, state,
+	       (int)s->neg_adopter);
 	errno = err;
 	return s;
 out_none:

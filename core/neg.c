@@ -609,9 +609,10 @@ static int neg_server_step(struct neg_job *j)
 	 * socket that another command of a shell's pipeline holds (-EBUSY)
 	 * stays TCP for both */
 	j->slot = xs_dev_inherited() ? -EACCES
-		  : s->neg_shared    ? -EBUSY
-				     : neg_wait_add(j->evfd, &peer, &reply.port,
-						    &reply.token);
+		  : s->neg_adopter < 0
+			  ? -EBUSY
+			  : neg_wait_add(j->evfd, &peer, &reply.port,
+					 &reply.token);
 	reply.rdma = j->slot >= 0;
 	if (neg_send_msg(j->fd, &reply) < 0) {
 		if (j->slot >= 0)
@@ -656,7 +657,8 @@ static void neg_finish(struct neg_job *j, int reason)
 
 	/* for an exec'd program, an fd receiver, the other commands of a
 	 * pipeline (TCP with nothing to strip, for them) */
-	if (atomic_load(&s->strip) || (s->neg_shared && reason != XS_FB_NONE))
+	if (atomic_load(&s->strip) ||
+	    (s->neg_adopter < 0 && reason != XS_FB_NONE))
 		xs_handoff_put(j->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_sock_neg_done(s, reason);
 	xs_real.close(j->fd);

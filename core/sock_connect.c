@@ -289,9 +289,13 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 	s->neg_gen = xs_fork_gen;
 	if (sock_claim_recorded(s, fd, &found))
 		return false;
-	/* A shared socket's record taken by another holder: it negotiates
-	 * now, and records its decision (TCP) for us; we wait for it. */
-	if (s->neg_shared && !found) {
+	/* Adopted after another image that still runs beside us (another
+	 * command of a shell's pipeline): TCP for all, decided by whichever
+	 * claims it first, and recorded for the others; one whose record
+	 * another holder took waits for that. */
+	if (s->neg_adopter > 0)
+		s->neg_adopter = xs_handoff_shared(s->neg_adopter) ? -1 : 0;
+	if (s->neg_adopter < 0 && !found) {
 		deadline = xs_now_us() +
 			   (uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
 		do {
@@ -305,7 +309,7 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 		xs_sock_neg_done(s, XS_FB_TIMEOUT);
 		return false;
 	}
-	if (s->neg_shared && role == XS_NEG_CLIENT) {
+	if (s->neg_adopter < 0 && role == XS_NEG_CLIENT) {
 		/* another command of the pipeline holds it too: TCP for all
 		 * (the server's reply, if any, is stripped), recorded for
 		 * them (a server's side says so in its reply: core/neg.c) */

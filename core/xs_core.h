@@ -253,7 +253,7 @@ struct xs_sock {
 	atomic_int neg;	       /* enum xs_neg_role */
 	atomic_bool neg_hurry; /* the application wants to send now */
 	bool neg_expect;       /* server: the client probed, its hello comes */
-	bool neg_shared; /* adopted while another adopter runs: TCP for all */
+	pid_t neg_adopter;     /* adopted after it: xs_sock_claim(); -1: TCP */
 	/* server: xs_fork_gen and xs_sock_forks() at its accept, and whether
 	 * it went to another process with SCM_RIGHTS (xs_sock_closing()) */
 	unsigned int accept_gen, accept_forks;
