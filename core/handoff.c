@@ -187,11 +187,25 @@ void xs_handoff_put(int fd, unsigned int state, unsigned int strip)
 	handoff_write(t, cookie, state, strip);
 }
 
-bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
-			    unsigned int *strip)
+/*
+ * The record of @cookie, its state and strip into @state and @strip (as
+ * found; either may be NULL), taken. For a process that got the socket
+ * (@adopt: xs_sock_adopt()), a negotiable record, or one with control
+ * messages to strip, stays for the other images that hold the socket too
+ * (`sh -c 'od | head'` runs two) and for the one this image execs, a
+ * negotiable one marked adopted by this process (XS_HANDOFF_ADOPTED and
+ * its pid). Return: whether there was one.
+ */
+static bool handoff_lookup(uint64_t cookie, unsigned int *state,
+			   unsigned int *strip, bool adopt)
 {
 	struct handoff_slot *t = handoff_map(false);
+	uint32_t mark = XS_HANDOFF_ADOPTED |
+			(((uint32_t)getpid() << XS_HANDOFF_PID_SHIFT) &
+			 XS_HANDOFF_PID_MASK);
+	uint32_t st, old;
 	uint64_t want;
+	bool neg;
 	size_t i;
 
 	if (!t || !cookie)
@@ -199,15 +213,30 @@ bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
 	for (i = 0; i < HANDOFF_SLOTS; i++) {
 		if (atomic_load(&t[i].cookie) != cookie)
 			continue;
+		st = atomic_load(&t[i].state);
+		old = atomic_load(&t[i].strip);
+		neg = st == XS_NEG_SERVER || st == XS_NEG_CLIENT;
+		if (adopt && neg)
+			while (!atomic_compare_exchange_weak(
+				&t[i].strip, &old,
+				(old & ~XS_HANDOFF_PID_MASK) | mark))
+				;
 		if (state)
-			*state = atomic_load(&t[i].state);
+			*state = st;
 		if (strip)
-			*strip = atomic_load(&t[i].strip);
+			*strip = old;
 		want = cookie;
-		if (atomic_compare_exchange_strong(&t[i].cookie, &want, 0))
+		if ((adopt && (neg || st == XS_HANDOFF_STRIP)) ||
+		    atomic_compare_exchange_strong(&t[i].cookie, &want, 0))
 			return true;
 	}
 	return false;
+}
+
+bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
+			    unsigned int *strip)
+{
+	return handoff_lookup(cookie, state, strip, false);
 }
 
 bool xs_handoff_take(int fd, unsigned int *state, unsigned int *strip)
@@ -232,47 +261,6 @@ bool xs_handoff_any(void)
 	for (i = 0; i < HANDOFF_SLOTS; i++)
 		if (atomic_load(&t[i].cookie) > 1)
 			return true;
-	return false;
-}
-
-/*
- * The record of @cookie for a process that got the socket (xs_sock_adopt()):
- * a negotiable one, or one with control messages to strip, stays for the
- * other images that hold the socket too (`sh -c 'od | head'` runs two)
- * and for the one this image execs, a negotiable one marked adopted by
- * this process (XS_HANDOFF_ADOPTED and its pid); any other is taken.
- * Return: whether there was one; its state and strip as found.
- */
-static bool handoff_adopt_cookie(uint64_t cookie, unsigned int *state,
-				 unsigned int *strip)
-{
-	struct handoff_slot *t = handoff_map(false);
-	uint32_t mark = XS_HANDOFF_ADOPTED |
-			(((uint32_t)getpid() << XS_HANDOFF_PID_SHIFT) &
-			 XS_HANDOFF_PID_MASK);
-	uint32_t old;
-	uint64_t want;
-	size_t i;
-
-	if (!t || !cookie)
-		return false;
-	for (i = 0; i < HANDOFF_SLOTS; i++) {
-		if (atomic_load(&t[i].cookie) != cookie)
-			continue;
-		*state = atomic_load(&t[i].state);
-		old = atomic_load(&t[i].strip);
-		if (*state == XS_NEG_SERVER || *state == XS_NEG_CLIENT)
-			while (!atomic_compare_exchange_weak(
-				&t[i].strip, &old,
-				(old & ~XS_HANDOFF_PID_MASK) | mark))
-				;
-		*strip = old;
-		want = cookie;
-		if (*state == XS_NEG_SERVER || *state == XS_NEG_CLIENT ||
-		    *state == XS_HANDOFF_STRIP ||
-		    atomic_compare_exchange_strong(&t[i].cookie, &want, 0))
-			return true;
-	}
 	return false;
 }
 
@@ -341,7 +329,7 @@ struct xs_sock *xs_sock_adopt(int fd)
 	if (xs_real.getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
 		goto out_none;
-	if (!handoff_adopt_cookie(xs_handoff_cookie(fd), &state, &strip))
+	if (!handoff_lookup(xs_handoff_cookie(fd), &state, &strip, true))
 		goto out_none;
 	fl = xs_real.fcntl(fd, F_GETFL);
 	s = xs_sock_create(

@@ -848,6 +848,31 @@ nginx_conf()
 	CONF
 }
 
+# nginx_runs RUN CLIENT - nginx with 2 workers: kernel TCP end to end first
+# (RUN tcp XSOCK_MODE=tcp), for the figure beside ours; then nginx under
+# xsock (stats nginx), and RUN xsock with CLIENT's xsenv. nginx under
+# xsock still runs after it (nginx_stop).
+nginx_runs()
+{
+	local d=$XS_RUN_DIR/nginx$BATS_TEST_NUMBER run=$1 cli=$2
+	nginx_conf "$d" 2
+	remote_bg nginxtcp nginx -c "$d/nginx.conf"
+	server_ready nginxtcp tcp
+	"$run" tcp XSOCK_MODE=tcp
+	"$XS_REMOTE" --kill nginxtcp --signal QUIT
+	"$XS_REMOTE" --timeout 30 bash -c "while [[ -s $d/nginx.pid ]] && kill -0 \$(cat $d/nginx.pid) 2>/dev/null; do sleep 0.1; done"
+	srv nginx nginx -c "$d/nginx.conf"
+	server_ready nginx rdma
+	"$run" xsock $(xsenv "$cli")
+}
+
+# nginx_stop - nginx under xsock ends, gracefully: its workers exit(3).
+nginx_stop()
+{
+	"$XS_REMOTE" --kill nginx --signal QUIT
+	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -x nginx >/dev/null; do sleep 0.1; done"
+}
+
 # wrk_run NAME ENV... - wrk against $port; $output, and the figure noted.
 wrk_run()
 {
@@ -864,22 +889,12 @@ wrk_run()
 @test "programs: nginx with 2 workers and wrk: no errors, every connection over RDMA" {
 	command -v nginx >/dev/null && command -v wrk >/dev/null ||
 		{ echo "nginx or wrk not installed (tests/install-deps)"; false; }
-	local d=$XS_RUN_DIR/nginx$BATS_TEST_NUMBER b
+	local b
 	declare -A rps
-	nginx_conf "$d" 2
-	# kernel TCP end to end first, for the figure beside ours
-	remote_bg nginxtcp nginx -c "$d/nginx.conf"
-	server_ready nginxtcp tcp
-	wrk_run tcp XSOCK_MODE=tcp
-	"$XS_REMOTE" --kill nginxtcp --signal QUIT
-	"$XS_REMOTE" --timeout 30 bash -c "while [[ -s $d/nginx.pid ]] && kill -0 \$(cat $d/nginx.pid) 2>/dev/null; do sleep 0.1; done"
-	srv nginx nginx -c "$d/nginx.conf"
-	server_ready nginx rdma
-	wrk_run xsock $(xsenv wrk)
+	nginx_runs wrk_run wrk
 	cat "$XS_RUN_DIR/wrk.stats"
 	[[ $(stat wrk tcp) == 0 && $(stat wrk connects) -ge 20 ]]
-	"$XS_REMOTE" --kill nginx --signal QUIT # graceful: workers exit(3)
-	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -x nginx >/dev/null; do sleep 0.1; done"
+	nginx_stop
 	b=$(blocks_of nginx.stats nginx)
 	echo "$b"
 	# The workers carried every connection of the run over RDMA. wrk's
@@ -910,23 +925,13 @@ ab_run()
 @test "programs: ab against nginx, a connection per request (APR connects again once writable; the server closes after each answer): all 300 complete, none failed, every connection over RDMA" {
 	command -v nginx >/dev/null && command -v ab >/dev/null ||
 		{ echo "nginx or ab not installed (tests/install-deps)"; false; }
-	local d=$XS_RUN_DIR/nginx$BATS_TEST_NUMBER
 	declare -A rps
-	nginx_conf "$d" 2
-	remote_bg nginxtcp nginx -c "$d/nginx.conf"
-	server_ready nginxtcp tcp
-	ab_run tcp XSOCK_MODE=tcp
-	"$XS_REMOTE" --kill nginxtcp --signal QUIT
-	"$XS_REMOTE" --timeout 30 bash -c "while [[ -s $d/nginx.pid ]] && kill -0 \$(cat $d/nginx.pid) 2>/dev/null; do sleep 0.1; done"
-	srv nginx nginx -c "$d/nginx.conf"
-	server_ready nginx rdma
 	# ab calls connect() again once poll says writable, and takes a
 	# failure for a failed connection; nginx answers and closes at once,
 	# its FIN crossing ab's request while ab's send returns
-	ab_run xsock $(xsenv ab)
+	nginx_runs ab_run ab
 	cat "$XS_RUN_DIR/ab.stats"
 	[[ $(stat ab tcp) == 0 && $(stat ab connects) -ge 300 ]]
-	"$XS_REMOTE" --kill nginx --signal QUIT
-	"$XS_REMOTE" --timeout 30 bash -c "while pgrep -x nginx >/dev/null; do sleep 0.1; done"
+	nginx_stop
 	note "ab -n 300 -c 20 against nginx, 2 workers: kernel TCP ${rps[tcp]} req/s, xsock ${rps[xsock]} req/s"
 }
