@@ -764,46 +764,53 @@ static void neg_close_await_hello(struct xs_sock *s, int fd)
 }
 
 /*
- * Whether no exec'd image holds @fd, a socket accepted here and not
+ * Whether no exec'd image holds @fd, a socket of @role made here and not
  * close-on-exec: one that system() or popen() spawned (inside glibc,
- * unseen) takes the socket's handoff record, made at the accept, when it
- * starts (preload/init.c), and keeps it marked XS_HANDOFF_ADOPTED for its
- * own execs. So the record there unmarked means no such image took the
- * socket over; it is taken here, and one that starts later finds what it
- * would meet instead: TCP, the hello and a fallback to strip.
+ * unseen) takes the socket's handoff record, made at the accept or the
+ * connect, when it starts (preload/init.c), and keeps it marked
+ * XS_HANDOFF_ADOPTED for its own execs. So the record there unmarked
+ * means no such image took the socket over; it is taken here, and one
+ * that starts later finds what it would meet instead: TCP, with @strip
+ * (the control messages that may still come) to strip.
  */
-static bool neg_close_unshared(int fd)
+static bool neg_close_unshared(int fd, int role, unsigned int strip_next)
 {
 	unsigned int state = 0, strip = 0;
 
-	if (!xs_handoff_take(fd, &state, &strip) || state != XS_NEG_SERVER)
+	if (!xs_handoff_take(fd, &state, &strip) || state != (unsigned)role)
 		return false;
 	if (strip & XS_HANDOFF_ADOPTED) { /* an image has it: its record */
 		xs_handoff_put(fd, state, strip);
 		return false;
 	}
-	xs_handoff_put(fd, XS_HANDOFF_STRIP,
-		       (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
+	xs_handoff_put(fd, XS_HANDOFF_STRIP, strip_next);
 	return true;
 }
 
 void xs_sock_closing(struct xs_sock *s, int fd)
 {
-	int fl, err = errno;
+	int fl, err = errno, role = atomic_load(&s->neg);
+	/* what the peer sent of ours and may still send: the client's hello
+	 * and fallback; the server's reply */
+	unsigned int strip =
+		role == XS_NEG_SERVER
+			? (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK)
+			: 1u << XS_TCP_REPLY;
 
-	if (atomic_load(&s->neg) != XS_NEG_SERVER ||
+	if ((role != XS_NEG_SERVER && role != XS_NEG_CLIENT) ||
 	    xs_sock_kind(s) != XS_KIND_PENDING || xs_sock_connecting(s) ||
 	    atomic_load(&s->refcnt) != 1 || s->accept_gen != xs_fork_gen ||
 	    s->accept_forks != xs_sock_forks() || atomic_load(&s->passed))
 		return;
 	fl = xs_real.fcntl(fd, F_GETFD);
-	if (fl < 0 || (!(fl & FD_CLOEXEC) && !neg_close_unshared(fd))) {
+	if (fl < 0 ||
+	    (!(fl & FD_CLOEXEC) && !neg_close_unshared(fd, role, strip))) {
 		errno = err;
 		return;
 	}
-	atomic_store(&s->strip, (1u << XS_TCP_HELLO) | (1u << XS_TCP_FALLBACK));
+	atomic_store(&s->strip, strip);
 	(void)xs_sock_strip(s, fd, true);
-	if (s->neg_expect)
+	if (role == XS_NEG_SERVER && s->neg_expect)
 		neg_close_await_hello(s, fd);
 	errno = err;
 }

@@ -375,11 +375,14 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
 		if (evfd >= 0)
 			(void)!eventfd_write(evfd, 1);
 	}
-	/* neg set: the kernel's connection is up, only ours is deciding */
+	/* neg set: the kernel's connection is up, only ours is deciding; a
+	 * blocking send waits no longer than SO_SNDTIMEO lets it */
 	if (nonblock)
 		ms = xs_sock_negotiable(s)
 			     ? (int)xs_core_cfg()->connect_timeout_ms
 			     : 0;
+	else if (atomic_load(&s->sndtimeo_ms) > 0)
+		ms = atomic_load(&s->sndtimeo_ms);
 	return xs_sock_connect_wait(s, ms);
 }
 
@@ -400,6 +403,8 @@ static int sock_connected_hello(struct xs_sock *s, int fd)
 	if (!rc) {
 		xs_handoff_put(fd, XS_NEG_CLIENT, 0);
 		xs_self_add(s, fd); /* its server may be this process */
+		s->accept_gen = xs_fork_gen; /* see xs_sock_closing() */
+		s->accept_forks = xs_sock_forks();
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

@@ -119,7 +119,7 @@ int xs_sock_so_error(struct xs_sock *s)
 	int rc;
 
 	if (sock_foreign(s) || atomic_load(&s->moved))
-		return 0; /* the kernel's answer stands */
+		return -1; /* the kernel's answer stands */
 
 	XS_INSIDE(); /* a stream call, as every one, with the depth raised */
 	rc = xs_stream_take_error(s->stream);

@@ -555,13 +555,13 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock);
  * xs_sock_closing() - the application closes @fd, the last fd of @s
  *                     (refcnt 1: the fd table's)
  *
- * An accepted socket that no process claimed still holds its client's
- * hello unread, and the kernel answers a close with unread data with an
- * RST where the client, over kernel TCP, would see a FIN (an accept and
- * close: a health check, a server at its limit). Such a socket's hello is
- * taken first, when no other process can hold the socket: none forked
- * since the accept, it never went out with SCM_RIGHTS, and it is
- * close-on-exec or no exec'd image took its handoff record (core/neg.c).
+ * A socket that no process claimed holds its peer's hello (accepted) or
+ * reply (connected) unread, and the kernel answers a close with unread
+ * data with an RST where the peer, over kernel TCP, would see a FIN (an
+ * accept and close: a health check; a client that connects and leaves).
+ * That message is taken first, when no other process can hold the socket:
+ * none forked since the accept or connect, it never went out with
+ * SCM_RIGHTS, and it is close-on-exec or no exec'd image took its record.
  * Context: the close() wrapper, before the kernel's close; never blocks.
  */
 void xs_sock_closing(struct xs_sock *s, int fd);
@@ -617,8 +617,8 @@ int xs_sock_take_connect_err(struct xs_sock *s);
  * xs_sock_so_error() - getsockopt(SO_ERROR) of an RDMA socket: the reset
  *                      no call has reported yet, which it clears
  * @s: socket of kind XS_KIND_RDMA
- * Return: ECONNRESET (positive, as SO_ERROR holds it; EPIPE for a reset
- *         after the peer's FIN) once, else 0.
+ * Return: ECONNRESET (positive; EPIPE for a reset after the peer's FIN)
+ *         once, else 0; -1 where the kernel's answer stands (moved).
  */
 int xs_sock_so_error(struct xs_sock *s);
 

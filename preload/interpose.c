@@ -244,24 +244,32 @@ XS_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct xs_sock *s;
 	int rc, err, kerr;
+	bool own;
 
 	/* Everything is the kernel fd's but SO_ERROR of an RDMA socket or of
 	 * a non-blocking connect whose fallback the kernel refused at once:
 	 * the kernel answers (and checks the pointers), then the stream's
-	 * reset or that refusal replaces its 0. */
+	 * answer replaces it, 0 included (the idle kernel connection under
+	 * the stream may hold the RST of the peer's abortive close), or
+	 * that refusal replaces its 0. */
 	if (!xs_enter() || level != SOL_SOCKET || name != SO_ERROR ||
 	    !(s = xs_fdtab_get(fd)))
 		return XS_CALL(getsockopt, fd, level, name, val, len);
 	rc = XS_CALL(getsockopt, fd, level, name, val, len);
-	err = xs_sock_kind(s) == XS_KIND_RDMA ? xs_sock_so_error(s)
-					      : xs_sock_take_connect_err(s);
+	if (xs_sock_kind(s) == XS_KIND_RDMA) {
+		err = xs_sock_so_error(s);
+		own = err >= 0;
+	} else {
+		err = xs_sock_take_connect_err(s);
+		own = err != 0;
+	}
 	if (rc == 0 && !err && *len >= (socklen_t)sizeof(int) &&
 	    xs_sock_kind(s) == XS_KIND_TCP) {
 		memcpy(&kerr, val, sizeof(kerr));
 		if (kerr)
 			xs_sock_tcp_connect_failed(s, kerr);
 	}
-	if (rc == 0 && err && *len >= (socklen_t)sizeof(int))
+	if (rc == 0 && own && *len >= (socklen_t)sizeof(int))
 		memcpy(val, &err, sizeof(err));
 	XS_SAVE_ERRNO(xs_sock_put(s));
 	return rc;

@@ -70,7 +70,7 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 {
 	struct xs_sock *s;
 	bool nb;
-	int rc;
+	int rc, ms;
 
 	if (!xs_enter())
 		return NULL;
@@ -88,12 +88,15 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		return s;
 	}
 	if (s) {
-		/* MSG_DONTWAIT: this call is non-blocking, as O_NONBLOCK */
+		/* MSG_DONTWAIT: this call is non-blocking, as O_NONBLOCK; a
+		 * blocking read waits for the transport no longer than
+		 * SO_RCVTIMEO lets it wait for bytes (EAGAIN then) */
 		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
+		ms = nb ? 0 : atomic_load(&s->rcvtimeo_ms);
 		if (xs_sock_claim(s, fd) && send)
 			rc = xs_sock_send_wait(s, nb);
 		else
-			rc = xs_sock_connect_wait(s, nb ? 0 : -1);
+			rc = xs_sock_connect_wait(s, ms ? ms : -1);
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
 			return s; /* the stream's, closed or not (as a file) */
 		if (rc == 0 && !io_still(fd, s))
