@@ -741,3 +741,26 @@ blast_ended()
 		[[ "$output" == "$kernel" ]]
 	done
 }
+
+@test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST" {
+	local tool=tests/tools/undecided.py c m name
+	declare -A got
+	for c in idleclose srvtimeo clitimeo lingerrst; do
+		for m in tcp xsock; do
+			name=u$c$m
+			if [[ $m == tcp ]]; then
+				remote_bg "$name" python3 "$tool" serve "$XS_ADDR_A" "$port" "$c"
+				server_ready "$name" tcp
+				run --separate-stderr timeout 30 python3 "$tool" client "$XS_ADDR_A" "$port" "$c"
+			else
+				remote_bg "$name" env $(xsenv "${name}s") python3 "$tool" serve "$XS_ADDR_A" "$port" "$c"
+				server_ready "$name" rdma
+				run --separate-stderr timeout 30 env $(xsenv "${name}c") python3 "$tool" client "$XS_ADDR_A" "$port" "$c"
+			fi
+			"$XS_REMOTE" --wait "$name" --timeout 30
+			got[$m]="$output / $(sed '/^listening/d' "$XS_RUN_DIR/remote/$name.log")"
+			echo "$c $m: ${got[$m]} $stderr"
+		done
+		[[ "${got[xsock]}" == "${got[tcp]}" ]]
+	done
+}
