@@ -142,9 +142,22 @@ static int helper_listen(const struct helper_req *req)
 	int rc;
 
 	for (i = 0; i < HELPER_LISTENERS; i++) {
-		if (helper_listeners[i].addr.ss_family &&
-		    helper_same_addr(&helper_listeners[i].addr, &req->addr))
-			return 0; /* the family has it already */
+		struct helper_listen *h = &helper_listeners[i];
+
+		if (h->addr.ss_family &&
+		    helper_same_addr(&h->addr, &req->addr)) {
+			/* the family has it already; for this kernel listener
+			 * from now on where the one it spoke for is closed (a
+			 * server that closes its listener and listens again,
+			 * as iperf3 does for each test: else the look below
+			 * finds that one gone and drops the port) */
+			if (req->ino && req->ino != h->ino &&
+			    (!h->ino || !helper_still_listens(h->ino))) {
+				h->ino = req->ino;
+				h->next_us = xs_now_us() + HELPER_ALIVE_US;
+			}
+			return 0;
+		}
 		if (!helper_listeners[i].addr.ss_family &&
 		    slot == HELPER_LISTENERS)
 			slot = i;

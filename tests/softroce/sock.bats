@@ -764,3 +764,20 @@ blast_ended()
 		[[ "${got[xsock]}" == "${got[tcp]}" ]]
 	done
 }
+
+@test "sock: a server that closes its listener and listens again on the same port after each connection (iperf3's way): every connection over RDMA" {
+	local tool=tests/tools/relisten.py round cli
+	remote_bg relisten env $(xsenv relisten) python3 "$tool" serve "$XS_ADDR_A" "$port" 4
+	server_ready relisten rdma
+	cli=$(xsenv relistenc) # one summary block per client, appended
+	for round in 1 2 3 4; do
+		sleep 0.5 # the listener of the round before closes
+		run --separate-stderr timeout 30 env $cli python3 "$tool" client "$XS_ADDR_A" "$port"
+		echo "round $round: $status $output $stderr"
+		[[ "$output" == "echoed 1000" ]]
+	done
+	"$XS_REMOTE" --wait relisten --timeout 30
+	grep -E "^xsock stats|^  (rdma|tcp) |fallback peer" "$XS_RUN_DIR/relistenc.stats"
+	[[ $(grep -c "^  rdma  *1$" "$XS_RUN_DIR/relistenc.stats") == 4 ]]
+	! grep -q "^  tcp  *[1-9]" "$XS_RUN_DIR/relistenc.stats"
+}
