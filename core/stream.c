@@ -652,6 +652,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 
 	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
+	/* CLOSE_WAIT: the peer's end may wait on the CM channel, which no
+	 * other call reads while nobody polls; a send learns of it, as a
+	 * TCP send there draws the RST that fails the next one */
+	if (s->peer_fin && !s->peer_gone && !s->polling)
+		stream_cm_events(s);
 	max = c->peer.eager_size - XS_WIRE_MSG_LEN;
 	/* Rendezvous when we can expose regions and the peer READs them */
 	rndv_max = (c->local.flags & XS_HELLO_F_RNDV) ? c->peer.max_rndv : 0;
