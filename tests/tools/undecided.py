@@ -15,10 +15,14 @@ CASE:
              calls recv() while the client waits 3 s: EAGAIN after the
              timeout ("server recv EAGAIN in time")
   clitimeo   the client sets SO_RCVTIMEO 0.5 s before connect() and calls
-             recv() while the server waits 3 s: EAGAIN after the timeout
+             recv() while the server waits 3 s and closes: EAGAIN after
+             the timeout
   lingerrst  the server sends "zz" and closes with SO_LINGER {1, 0} (an
              RST); the client reads "zz", then ECONNRESET, then SO_ERROR
              twice: 0 and 0, as recv() reported the reset
+  sendclosed (a used connection) the server reads a byte, sends "abc" and
+             closes; the client reads to EOF, then sends 1000 bytes every
+             10 ms: the first is taken, its RST fails the next with EPIPE
 A wait that ends more than 2 s after its timeout prints "late" instead.
 """
 import errno
@@ -56,8 +60,12 @@ def serve(host, port, case):
         time.sleep(3)
     elif case == "clitimeo":
         time.sleep(3)
-        c.sendall(b"late")
-        time.sleep(1)
+    elif case == "sendclosed":
+        c.recv(1)
+        c.sendall(b"abc")
+        c.close()
+        print("server closed", flush=True)
+        return
     elif case == "lingerrst":
         c.sendall(b"zz")
         time.sleep(0.5)
@@ -84,6 +92,25 @@ def client(host, port, case):
         print("client closed")
     elif case == "clitimeo":
         print(recv_result(s, "client"))
+        s.close()
+    elif case == "sendclosed":
+        s.sendall(b"x")
+        got = b""
+        while True:
+            b = s.recv(100)
+            if not b:
+                break
+            got += b
+        sent = 0
+        try:
+            for _ in range(100):
+                s.send(b"s" * 1000)
+                sent += 1
+                time.sleep(0.01)
+            print("client read %r, no EPIPE after 100 sends" % got)
+        except OSError as e:
+            print("client read %r, %s after %d sends" %
+                  (got, errno.errorcode.get(e.errno, str(e.errno)), sent))
         s.close()
     elif case == "lingerrst":
         out = [repr(s.recv(100))]
