@@ -781,3 +781,23 @@ blast_ended()
 	[[ $(grep -c "^  rdma  *1$" "$XS_RUN_DIR/relistenc.stats") == 4 ]]
 	! grep -q "^  tcp  *[1-9]" "$XS_RUN_DIR/relistenc.stats"
 }
+
+@test "programs: iperf3 -s serves three tests in a row, making its listener again for each: every test's connections over RDMA, every byte counted" {
+	command -v iperf3 >/dev/null || { echo "iperf3 not installed (tests/install-deps)"; false; }
+	local round counts
+	remote_bg iperf3 env $(xsenv iperf3s) iperf3 -s -B "$XS_ADDR_A" -p "$port"
+	server_ready iperf3 rdma
+	for round in 1 2 3; do
+		run --separate-stderr timeout 60 env $(xsenv "iperf3c$round") \
+			iperf3 -c "$XS_ADDR_A" -p "$port" -n 2M -J
+		echo "test $round: status $status $stderr"
+		((status == 0))
+		# the bytes asked for went (what the server counted by its
+		# end varies over kernel TCP too)
+		counts=$(python3 -c 'import json, sys; e = json.load(sys.stdin)["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"])' <<<"$output")
+		echo "sent, received: $counts"
+		[[ ${counts% *} == 2097152 ]]
+		grep -E "^  (rdma|tcp) |fallback peer" "$XS_RUN_DIR/iperf3c$round.stats"
+		[[ $(stat "iperf3c$round" tcp) == 0 && $(stat "iperf3c$round" rdma) -ge 2 ]]
+	done
+}
