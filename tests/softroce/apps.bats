@@ -64,15 +64,16 @@ bench_rows()
 
 # bench_csv NAME CMD... - CMD, a redis-benchmark --csv, under xsock
 # (counters in NAME.stats): its output printed, a failed status fails,
-# its CSV kept in NAME.csv and its "NAME RPS" rows in $rows.
+# its CSV kept in NAME.csv and its "NAME RPS" rows in $rows. One still
+# running after 300 s has its stacks and sockets dumped (run_or_dump).
 bench_csv()
 {
 	local name=$1
 	shift
-	run --separate-stderr timeout 300 env $(xsenv "$name") "$@"
+	run_or_dump 300 --dump redis-benchmark --dump "redis-server $XS_ADDR_A" \
+		env $(xsenv "$name") "$@"
 	echo "$name: status $status"
 	echo "$output"
-	echo "$stderr" | tail -5
 	((status == 0))
 	echo "$output" >"$XS_RUN_DIR/$name.csv"
 	rows=$(bench_rows "$XS_RUN_DIR/$name.csv")
