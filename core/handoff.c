@@ -200,10 +200,7 @@ static bool handoff_lookup(uint64_t cookie, unsigned int *state,
 			   unsigned int *strip, bool adopt)
 {
 	struct handoff_slot *t = handoff_map(false);
-	uint32_t mark = XS_HANDOFF_ADOPTED |
-			(((uint32_t)getpid() << XS_HANDOFF_PID_SHIFT) &
-			 XS_HANDOFF_PID_MASK);
-	uint32_t st, old;
+	uint32_t st, old, mark;
 	uint64_t want;
 	bool neg;
 	size_t i;
@@ -216,11 +213,15 @@ static bool handoff_lookup(uint64_t cookie, unsigned int *state,
 		st = atomic_load(&t[i].state);
 		old = atomic_load(&t[i].strip);
 		neg = st == XS_NEG_SERVER || st == XS_NEG_CLIENT;
-		if (adopt && neg)
+		if (adopt && neg) {
+			mark = XS_HANDOFF_ADOPTED |
+			       (((uint32_t)getpid() << XS_HANDOFF_PID_SHIFT) &
+				XS_HANDOFF_PID_MASK);
 			while (!atomic_compare_exchange_weak(
 				&t[i].strip, &old,
 				(old & ~XS_HANDOFF_PID_MASK) | mark))
 				;
+		}
 		if (state)
 			*state = st;
 		if (strip)

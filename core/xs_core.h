@@ -254,8 +254,8 @@ struct xs_sock {
 	atomic_bool neg_hurry; /* the application wants to send now */
 	bool neg_expect;       /* server: the client probed, its hello comes */
 	pid_t neg_adopter;     /* adopted after it: xs_sock_claim(); -1: TCP */
-	/* server: xs_fork_gen and xs_sock_forks() at its accept, and whether
-	 * it went to another process with SCM_RIGHTS (xs_sock_closing()) */
+	/* xs_fork_gen and xs_sock_forks() at its accept or connect, and
+	 * whether it went out with SCM_RIGHTS (xs_sock_closing()) */
 	unsigned int accept_gen, accept_forks;
 	atomic_bool passed;
 	atomic_int neg_evfd;  /* the worker's wake-up eventfd, or -1 */
