@@ -220,10 +220,12 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 		       xs_fallback_name(reason));
 	xs_self_del(s);
 	pthread_mutex_lock(&s->lock);
-	atomic_store(&s->neg, XS_NEG_NONE);
-	atomic_store(&s->neg_evfd, -1);
+	/* decided before no longer negotiable: a send that finds it neither
+	 * waits for the end of the connect (xs_sock_send_wait()) */
 	if (xs_sock_kind(s) == XS_KIND_PENDING)
 		sock_set_kind(s, XS_KIND_TCP, reason);
+	atomic_store(&s->neg, XS_NEG_NONE);
+	atomic_store(&s->neg_evfd, -1);
 	pthread_mutex_unlock(&s->lock);
 	/* a connect() that returned 0 saw it done; one inherited from the
 	 * parent process's worker not yet */
@@ -375,10 +377,13 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
 		if (evfd >= 0)
 			(void)!eventfd_write(evfd, 1);
 	}
-	/* neg set: the kernel's connection is up, only ours is deciding; a
-	 * blocking send waits no longer than SO_SNDTIMEO lets it */
+	/* neg set: the kernel's connection is up, only ours is deciding (or
+	 * decided, the connect about to say so); a blocking send waits no
+	 * longer than SO_SNDTIMEO lets it */
 	if (nonblock)
-		ms = xs_sock_negotiable(s)
+		ms = atomic_load_explicit(&s->neg, memory_order_acquire) !=
+					     XS_NEG_NONE ||
+				     xs_sock_kind(s) != XS_KIND_PENDING
 			     ? (int)xs_core_cfg()->connect_timeout_ms
 			     : 0;
 	else if (atomic_load(&s->sndtimeo_ms) > 0)
@@ -388,17 +393,21 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
 
 /*
  * The kernel connect of a socket whose destination runs xsock, done: the
- * hello goes first on the stream. Return: 0, or the errno the hello's
+ * hello goes first on the stream. @negotiable: the socket waits to be
+ * claimed (xs_sock_negotiable()) from now on; else its caller negotiates
+ * at once, and nothing may see it negotiable meanwhile (a poll would
+ * call it writable, and the send that follows would find the
+ * negotiation under way: EAGAIN). Return: 0, or the errno the hello's
  * send met (the connection then goes on as TCP, whose calls report it).
  */
-static int sock_connected_hello(struct xs_sock *s, int fd)
+static int sock_connected_hello(struct xs_sock *s, int fd, bool negotiable)
 {
 	int rc = xs_neg_send_hello(fd);
 
 	pthread_mutex_lock(&s->lock);
 	if (rc)
 		sock_set_kind(s, XS_KIND_TCP, XS_FB_PEER_NO_XSOCK);
-	else
+	else if (negotiable)
 		atomic_store(&s->neg, XS_NEG_CLIENT);
 	if (!rc) {
 		xs_handoff_put(fd, XS_NEG_CLIENT, 0);
@@ -527,12 +536,12 @@ static void sock_connect_run(struct sock_connecting *a)
 		 * Unless the process forked meanwhile: the child may be the
 		 * one that uses it, so the first process that does I/O claims
 		 * it (its record, XS_NEG_CLIENT, is in the handoff table). */
-		if (!err && sock_connected_hello(s, a->fd) == 0) {
+		if (!err && sock_connected_hello(s, a->fd, false) == 0) {
 			if (sock_connect_shared(a)) {
+				atomic_store(&s->neg, XS_NEG_CLIENT);
 				negotiable = true;
 			} else {
 				xs_handoff_drop(a->fd);
-				atomic_store(&s->neg, XS_NEG_NONE);
 				reason = xs_neg_client_run(s, a->fd);
 				if (reason == XS_FB_NONE)
 					atomic_store(&s->connect_unseen, true);
@@ -830,7 +839,7 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 			rc = xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
 			sock_pub_kernel_addrs(s, fd, NULL, 0);
 			if (rc == 0) {
-				(void)sock_connected_hello(s, fd);
+				(void)sock_connected_hello(s, fd, true);
 				return 0;
 			}
 			/* an interrupted blocking connect goes on in the

@@ -65,12 +65,13 @@ bench_rows()
 # bench_csv NAME CMD... - CMD, a redis-benchmark --csv, under xsock
 # (counters in NAME.stats): its output printed, a failed status fails,
 # its CSV kept in NAME.csv and its "NAME RPS" rows in $rows. One still
-# running after 300 s has its stacks and sockets dumped (run_or_dump).
+# running after 200 s has its stacks and sockets dumped (run_or_dump),
+# within the test's own timeout.
 bench_csv()
 {
 	local name=$1
 	shift
-	run_or_dump 300 --dump redis-benchmark --dump "redis-server $XS_ADDR_A" \
+	run_or_dump 200 --dump redis-benchmark --dump "redis-server $XS_ADDR_A" \
 		env $(xsenv "$name") "$@"
 	echo "$name: status $status"
 	echo "$output"

@@ -742,6 +742,27 @@ blast_ended()
 	done
 }
 
+@test "sock: sockets that an event loop's threads are told are writable while their non-blocking connects run each take the write at once, as over kernel TCP" {
+	# wready: the main thread connects 50 sockets non-blocking into the
+	# epoll sets of 4 threads that poll without sleeping and write as
+	# soon as a socket is reported writable (redis-benchmark --threads'
+	# way); a write refused with EAGAIN there left redis-benchmark
+	# waiting for ever on one request
+	local name=wr$BATS_TEST_NUMBER want
+	remote_bg "$name" env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$XS_RUN_DIR/$name.stats" \
+		build/tools/storm serve "$XS_ADDR_A" "$port"
+	server_ready "$name" rdma
+	run --separate-stderr timeout 120 build/tools/wready "$XS_ADDR_A" "$port" 50 4 4
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "connections 200 eagain 0 failed 0 mismatches 0 stuck rounds 0" ]]
+	want="connections 2000 eagain 0 failed 0 mismatches 0 stuck rounds 0"
+	run --separate-stderr timeout 200 env $(xsenv wready) build/tools/wready "$XS_ADDR_A" "$port" 50 40 4
+	echo "xsock: $output $stderr (status $status)"
+	cat "$XS_RUN_DIR/wready.stats"
+	[[ $status == 0 && $output == "$want" ]]
+	[[ $(stat wready rdma) == 2000 && $(stat wready tcp) == 0 ]]
+}
+
 @test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; and the send after the peer's close draws EPIPE on the next one" {
 	local tool=tests/tools/undecided.py c m name
 	declare -A got

@@ -158,14 +158,14 @@ dump_stacks()
 		timeout | env | bash) continue ;;
 		esac
 		{
-			gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
+			timeout 30 gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
 				grep -E '^#|^Thread'
 			for t in 1 2 3; do
-				gdb -p "$pid" -batch -ex "thread $t" \
+				timeout 10 gdb -p "$pid" -batch -ex "thread $t" \
 					-ex "frame function stream_wait" -ex "print *s" 2>&1 |
 					grep -E '^\$1|^  [a-z_]+ = ' | head -40
 			done
-			"$xstat" -e -p "$pid" 2>&1 | head -60
+			timeout 10 "$xstat" -e -p "$pid" 2>&1 | head -60
 		} | head -220 | sed "s/^/# [$pid] /" >&3
 	done
 }
