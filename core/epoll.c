@@ -680,6 +680,7 @@ void ep_settle(int epfd, struct ep_set *ep)
 		 * process waits on it, so it does its I/O */
 		if (m->connecting && !xs_sock_connecting(s) &&
 		    xs_sock_negotiable(s) && xs_sock_claim(s, m->held_fd)) {
+			ep->connecting = true; /* settled once decided */
 			xs_sock_put(s);
 			i++;
 			continue;
@@ -744,6 +745,38 @@ static void ep_settle_fd(int epfd, struct ep_set *ep, int fd)
 	ep_nest_sync(epfd, ep);
 }
 
+/*
+ * Member @m of socket @s was just added (@add) or modified: the kernel's
+ * ep_insert() and ep_modify() wake the set's waiters when it is ready
+ * then. Their sleep here may watch nothing that will change (what made
+ * it ready was taken from its channel fds by an earlier look, e.g. bytes
+ * that came while EPOLLONESHOT had disabled it), so the nest eventfd,
+ * which every wait on the set watches through the inner set (a kernel
+ * wait that began while the set had no members too), is made readable
+ * (ep_nest_mark(): the next sleep clears it). A modification looks only
+ * while a wait is under way (an ADD is once per connection). Called with
+ * ep->lock held; a waiter counted in ep->users looks under that lock
+ * after it is counted.
+ */
+static void ep_ctl_wake(struct ep_set *ep, struct ep_member *m,
+			struct xs_sock *s, bool add)
+{
+	uint32_t want =
+		(m->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
+		EPOLLERR | EPOLLHUP;
+
+	if (m->disabled || m->connecting ||
+	    (!add && !__atomic_load_n(&ep->users, __ATOMIC_RELAXED) &&
+	     !atomic_load(&ep_kernel_waiters)))
+		return;
+	if (!(xs_sock_poll_events(s, 0) & want))
+		return;
+	if (ep->nest >= 0)
+		ep_nest_mark(ep, true);
+	else
+		xs_wake_all();
+}
+
 /* epoll_ctl for an emulated socket; @s's reference is the caller's. */
 static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		  struct epoll_event *event)
@@ -806,6 +839,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		m->data = event->data;
 		m->connecting = conn;
 		ep->connecting |= conn;
+		ep_ctl_wake(ep, m, s, true);
 		break;
 	case EPOLL_CTL_MOD:
 		if (!m) {
@@ -821,6 +855,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		m->reported = 0;
 		m->disabled = false;
 		ep_wake(ep, m); /* new events may be ready at once */
+		ep_ctl_wake(ep, m, s, false);
 		break;
 	case EPOLL_CTL_DEL:
 		if (!m) {

@@ -8,6 +8,7 @@
 #define XS_CORE_EPOLL_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,11 @@ struct ep_set {
 
 /* data.u64 of the inner set's entry in the application's epoll set */
 #define EP_NEST_MAGIC 0x78736f636b4e5354ull
+
+/* threads in a kernel wait on a set that had no members when it began
+ * (ep_kernel_wait()): an epoll_ctl() that makes a member ready wakes them
+ * (core/epoll_wait.c) */
+extern atomic_int ep_kernel_waiters;
 
 /* core/epoll.c */
 struct ep_set *ep_lookup(int epfd);

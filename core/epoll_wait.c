@@ -561,6 +561,8 @@ enum ep_call { EP_CALL_WAIT, EP_CALL_PWAIT, EP_CALL_PWAIT2 };
  * would take its data for a pointer of its own. A wait that only it ended
  * goes on, emulated now, for the time left.
  */
+atomic_int ep_kernel_waiters;
+
 static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 			  const struct timespec *timeout,
 			  const sigset_t *sigmask, enum ep_call call)
@@ -576,6 +578,7 @@ static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 		     : ep_ts_us(&left) / 1000u >= INT_MAX
 			     ? INT_MAX
 			     : (int)((ep_ts_us(&left) + 999u) / 1000u);
+		atomic_fetch_add(&ep_kernel_waiters, 1);
 		if (call == EP_CALL_PWAIT2)
 			rc = xs_real.epoll_pwait2(epfd, events, max,
 						  timeout ? &left : NULL,
@@ -585,6 +588,7 @@ static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 				     sigmask);
 		else
 			rc = XS_CALL(epoll_wait, epfd, events, max, ms);
+		XS_SAVE_ERRNO(atomic_fetch_sub(&ep_kernel_waiters, 1));
 		if (rc <= 0 || (rc = ep_unnest(events, rc)) > 0)
 			return rc;
 		if (timeout) {

@@ -693,11 +693,13 @@ blast_ended()
 	port=$plain_port plain_server "plain$BATS_TEST_NUMBER"
 	port=$xs_port
 	# fork-HOW: a child forked while the connect runs waits, connects
-	# again and echoes; it carries the connection over RDMA
+	# again and echoes; it carries the connection over RDMA. Then a wait
+	# of 300 ms with nothing to come sleeps (idle: quiet), as over kernel
+	# TCP
 	for how in poll epoll select sleep fork-poll fork-epoll fork-sleep; do
 		run --separate-stderr timeout 30 env XSOCK_MODE=tcp "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
 		kernel=$output
-		[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: 0\nconnect again: 0\necho: ok' ]]
+		[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: 0\nconnect again: 0\necho: ok\nidle: quiet' ]]
 		run --separate-stderr timeout 30 env $(xsenv "nb$how") "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
 		echo "$how: $output"
 		[[ "$output" == "$kernel" ]]
@@ -761,6 +763,19 @@ blast_ended()
 	cat "$XS_RUN_DIR/wready.stats"
 	[[ $status == 0 && $output == "$want" ]]
 	[[ $(stat wready rdma) == 2000 && $(stat wready tcp) == 0 ]]
+}
+
+@test "sock: epoll_ctl by one thread wakes another asleep in epoll_wait on the set when it makes a member ready (EPOLLONESHOT re-armed, EPOLLOUT added, a socket with bytes unread added), as over kernel TCP" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	local want=$'oneshot: woken\nmodout: woken\naddin: woken'
+	run --separate-stderr timeout 60 build/tools/ctlwake "$XS_ADDR_A" "$port"
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "$want" ]]
+	run --separate-stderr timeout 60 env $(xsenv ctlwake) build/tools/ctlwake "$XS_ADDR_A" "$port"
+	echo "xsock: $output $stderr (status $status)"
+	cat "$XS_RUN_DIR/ctlwake.stats"
+	[[ $status == 0 && $output == "$want" ]]
+	[[ $(stat ctlwake rdma) == 4 && $(stat ctlwake tcp) == 0 ]]
 }
 
 @test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; and the send after the peer's close draws EPIPE on the next one" {

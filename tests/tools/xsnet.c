@@ -32,7 +32,11 @@
  *                              epoll, select, or sleep (3 s without a
  *                              call, then poll without waiting), or
  *                              fork-HOW (a forked child waits and uses
- *                              the socket); one line per fact
+ *                              the socket); one line per fact; the
+ *                              echo's reply is waited for the same way
+ *                              (sleep: poll), and then a wait of 300 ms
+ *                              with nothing to come: "idle: quiet" when
+ *                              it waited without using the CPU
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -588,10 +592,48 @@ static const char *errname(int e)
 	}
 }
 
+/* CPU time this process used so far, in ms */
+static long cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000L +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000L;
+}
+
+/*
+ * Wait for @fd to be readable by HOW (@ep: its epoll set, where it is
+ * registered), @ms at most. Return: whether it was.
+ */
+static bool nb_wait_in(const char *how, int fd, int ep, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 42 };
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	fd_set r;
+
+	if (!strcmp(how, "epoll")) {
+		if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0)
+			die("epoll_ctl MOD");
+		return epoll_wait(ep, &ev, 1, ms) == 1 &&
+		       (ev.events & EPOLLIN) && ev.data.u64 == 42;
+	}
+	if (!strcmp(how, "select")) {
+		FD_ZERO(&r);
+		FD_SET(fd, &r);
+		return select(fd + 1, &r, NULL, NULL, &tv) == 1 &&
+		       FD_ISSET(fd, &r);
+	}
+	return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN);
+}
+
 static int do_nbconnect(const char *ip, const char *port, const char *how)
 {
 	struct sockaddr_in sin = addr_of(ip, port);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), rc, err, ep;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), rc, err;
+	int ep = -1;
+	long cpu0;
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 };
 	struct timeval tv = { 10, 0 };
@@ -627,7 +669,6 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 		memset(&ev, 0, sizeof(ev));
 		rc = epoll_wait(ep, &ev, 1, 10000) == 1 &&
 		     (ev.events & EPOLLOUT) && ev.data.u64 == 42;
-		close(ep);
 	} else if (!strcmp(how, "select")) {
 		FD_ZERO(&w);
 		FD_SET(fd, &w);
@@ -646,17 +687,28 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 		printf("connect again: %s\n", errname(rc ? errno : 0));
 		ssize_t n = write(fd, "ping", 4);
 
-		pfd.events = POLLIN;
 		if (n != 4)
 			printf("echo: write=%zd errno=%s\n", n, errname(errno));
-		else if (poll(&pfd, 1, 10000) != 1)
-			printf("echo: poll: no reply (%s)\n", errname(errno));
+		else if (!nb_wait_in(how, fd, ep, 10000))
+			printf("echo: %s: no reply (%s)\n", how,
+			       errname(errno));
 		else if ((n = read(fd, buf, 4)) != 4 || memcmp(buf, "ping", 4))
 			printf("echo: read=%zd errno=%s\n", n,
 			       errname(n < 0 ? errno : 0));
 		else
 			printf("echo: ok\n");
+		/* nothing more comes: the wait sleeps its 300 ms through */
+		cpu0 = cpu_ms();
+		rc = nb_wait_in(how, fd, ep, 300);
+		cpu0 = cpu_ms() - cpu0;
+		if (rc || cpu0 > 150)
+			printf("idle: %s, %ld ms of CPU\n",
+			       rc ? "readable" : "waited", cpu0);
+		else
+			printf("idle: quiet\n");
 	}
+	if (ep >= 0)
+		close(ep);
 	close(fd);
 	return 0;
 }
