@@ -287,10 +287,49 @@ static bool sock_at_kernel(struct xs_sock *s)
 	return xs_stream_moved(s->stream) & XS_MOVED_RX;
 }
 
+/*
+ * FIONREAD of a socket whose transport is not the stream's: bytes the
+ * application can read, never our control messages. A socket that waits
+ * to be claimed is this process's I/O, decided first as a read would
+ * decide it; a connect that its worker still runs has nothing readable
+ * yet (poll has not called it readable); a TCP socket's messages of ours
+ * still leading its stream are taken first. Return: true when nothing is
+ * readable yet (the wait for the outcome ended early, a message of ours
+ * is not all there, or the stream is reset: the read says so); false when
+ * the stream's or the kernel's count stands.
+ */
+static bool sock_inq_none(struct xs_sock *s, int fd)
+{
+	int ms;
+
+	if (xs_sock_kind(s) == XS_KIND_PENDING && !xs_sock_negotiable(s) &&
+	    xs_sock_connecting(s))
+		return true;
+	if (xs_sock_kind(s) == XS_KIND_PENDING) {
+		ms = atomic_load(&s->rcvtimeo_ms);
+		(void)xs_sock_claim(s, fd);
+		if (xs_sock_connect_wait(s, ms ? ms : -1))
+			return true;
+	}
+	return xs_sock_kind(s) == XS_KIND_TCP && atomic_load(&s->strip) &&
+	       xs_sock_strip(s, fd, true) < 0;
+}
+
 int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
 {
 	int rc, v;
 
+	if (request == SIOCINQ &&
+	    (xs_sock_kind(s) == XS_KIND_PENDING ||
+	     (xs_sock_kind(s) == XS_KIND_TCP && atomic_load(&s->strip)))) {
+		/* the kernel validates the pointer on its own socket first */
+		if (xs_real.ioctl(fd, request, arg) < 0)
+			return -errno;
+		if (sock_inq_none(s, fd)) {
+			*(int *)arg = 0;
+			return 0;
+		}
+	}
 	if (xs_sock_kind(s) == XS_KIND_RDMA && !sock_foreign(s) &&
 	    !atomic_load(&s->moved) &&
 	    (request == SIOCINQ || request == SIOCOUTQ ||

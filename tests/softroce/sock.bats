@@ -778,10 +778,10 @@ blast_ended()
 	[[ $(stat ctlwake rdma) == 4 && $(stat ctlwake tcp) == 0 ]]
 }
 
-@test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; and the send after the peer's close draws EPIPE on the next one" {
+@test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; the send after the peer's close draws EPIPE on the next one; FIONREAD counts the peer's first bytes, never ours" {
 	local tool=tests/tools/undecided.py c m name
 	declare -A got
-	for c in idleclose srvtimeo clitimeo lingerrst sendclosed; do
+	for c in idleclose srvtimeo clitimeo lingerrst sendclosed fionread fionreadc; do
 		for m in tcp xsock; do
 			name=u$c$m
 			if [[ $m == tcp ]]; then

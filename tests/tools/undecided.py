@@ -23,12 +23,22 @@ CASE:
   sendclosed (a used connection) the server reads a byte, sends "abc" and
              closes; the client reads to EOF, then sends 1000 bytes every
              10 ms: the first is taken, its RST fails the next with EPIPE
+  fionread   the client sends "hello world\n" right after connect(); the
+             server, 0.5 s after accept() and with no call on the socket
+             before it, asks FIONREAD, then reads the line: FIONREAD counts
+             the peer's bytes that came, never bytes of ours ("server
+             FIONREAD counts the peer's bytes: yes, read b'hello world\n'")
+  fionreadc  the same the other way: the server sends its banner right
+             after accept(); the client, 0.5 s after connect(), asks
+             FIONREAD, then reads the banner
 A wait that ends more than 2 s after its timeout prints "late" instead.
 """
 import errno
+import fcntl
 import socket
 import struct
 import sys
+import termios
 import time
 
 TIMEO = struct.pack("ll", 0, 500000)
@@ -43,6 +53,22 @@ def recv_result(s, who):
         late = time.monotonic() - t0 > 2.5
         name = errno.errorcode.get(e.errno, str(e.errno))
         return "%s recv %s %s" % (who, name, "late" if late else "in time")
+
+
+def fionread_result(s, who, want):
+    """FIONREAD with no call on the socket before it, then @want read: the
+    count may be anything from 0 (nothing came yet) to len(want), never
+    more (bytes that are not the application's)"""
+    time.sleep(0.5)
+    n = struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
+    got = b""
+    while len(got) < len(want):
+        b = s.recv(len(want) - len(got))
+        if not b:
+            break
+        got += b
+    ok = "yes" if 0 <= n <= len(got) else "no (%d)" % n
+    return "%s FIONREAD counts the peer's bytes: %s, read %r" % (who, ok, got)
 
 
 def serve(host, port, case):
@@ -60,6 +86,11 @@ def serve(host, port, case):
         time.sleep(3)
     elif case == "clitimeo":
         time.sleep(3)
+    elif case == "fionread":
+        print(fionread_result(c, "server", b"hello world\n"), flush=True)
+    elif case == "fionreadc":
+        c.sendall(b"banner 1.0\n")
+        time.sleep(1)
     elif case == "sendclosed":
         c.recv(1)
         c.sendall(b"abc")
@@ -92,6 +123,14 @@ def client(host, port, case):
         print("client closed")
     elif case == "clitimeo":
         print(recv_result(s, "client"))
+        s.close()
+    elif case == "fionread":
+        s.sendall(b"hello world\n")
+        time.sleep(1)
+        s.close()
+        print("client closed")
+    elif case == "fionreadc":
+        print(fionread_result(s, "client", b"banner 1.0\n"))
         s.close()
     elif case == "sendclosed":
         s.sendall(b"x")
