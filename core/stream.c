@@ -645,13 +645,19 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	size_t total = xs_iov_total(iov, iovcnt), sent = 0, dropped = 0, room;
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
-	uint32_t max, rndv_max, chunk;
+	uint32_t max, rndv_max, chunk, inline_room;
 	bool rndv, taken, after_fin = false;
 	struct xs_msg m;
 	int rc = 0;
 
 	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
+	/* payload of the largest message posted inline (stream_build()) */
+	inline_room = c->max_inline < STREAM_INLINE_STACK ? c->max_inline
+							  : STREAM_INLINE_STACK;
+	inline_room = inline_room > XS_WIRE_MSG_LEN
+			      ? inline_room - XS_WIRE_MSG_LEN
+			      : 0;
 	/* CLOSE_WAIT: the peer's end may wait on the CM channel, which no
 	 * other call reads while nobody polls; a send learns of it, as a
 	 * TCP send there draws the RST that fails the next one */
@@ -723,6 +729,17 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 						   : max;
 			m = (struct xs_msg){ .type = XS_MSG_DATA };
 			rc = stream_post(s, &m, &cur, chunk);
+			/* The pool is exhausted (a size class without a
+			 * superblock may stay so): what one inline message
+			 * holds needs none, and goes, as poll called the
+			 * stream writable and a kernel's send takes what its
+			 * buffer has room for. */
+			if (rc == -EAGAIN && s->pool_starved &&
+			    chunk > inline_room && inline_room) {
+				chunk = inline_room;
+				m = (struct xs_msg){ .type = XS_MSG_DATA };
+				rc = stream_post(s, &m, &cur, chunk);
+			}
 		}
 		if (rc == 0) {
 			/* after the FIN as far as this stream knew then: a

@@ -590,6 +590,21 @@ blast_ended()
 	note "pool 1 MiB: $rdma connections over RDMA, $tcp over TCP (busy)"
 }
 
+@test "sock: a pool of one superblock, taken by the receive rings: sends of every size go on over RDMA, as inline messages while no send buffer can be had; nothing hangs" {
+	# XSOCK_POOL_MB=4: one 4 MiB superblock, bound to the receive rings'
+	# size class; a send buffer of any other class cannot be had
+	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_POOL_MB=4 \
+		XSOCK_STATS="$XS_RUN_DIR/psrv.stats" "$XSNET" serve "$XS_ADDR_A" "$port"
+	server_ready "srv$BATS_TEST_NUMBER" rdma
+	run --separate-stderr timeout 60 env $(xsenv pcli) XSOCK_POOL_MB=4 \
+		"$XSNET" sizes "$XS_ADDR_A" "$port" 100 1000 3000 5000 100000 1000000
+	echo "$output $stderr (status $status)"
+	cat "$XS_RUN_DIR/pcli.stats"
+	((status == 0))
+	[[ "$output" == $'size 100 echo ok\nsize 1000 echo ok\nsize 3000 echo ok\nsize 5000 echo ok\nsize 100000 echo ok\nsize 1000000 echo ok' ]]
+	[[ $(stat pcli rdma) == 1 && $(stat pcli tcp) == 0 ]]
+}
+
 # bats test_tags=two
 @test "sock: fallback both ways - xsock client to a plain server, plain client to an xsock server" {
 	plain_server "plain$BATS_TEST_NUMBER"
