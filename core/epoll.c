@@ -843,7 +843,9 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		break;
 	case EPOLL_CTL_MOD:
 		if (!m) {
-			err = -ENOENT;
+			/* decided for TCP by the settle above: the kernel's
+			 * set holds it now (ep_decided()) */
+			err = xs_sock_polled(s) ? -ENOENT : -EXDEV;
 			break;
 		}
 		if (m->events & EPOLLEXCLUSIVE) {
@@ -859,7 +861,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		break;
 	case EPOLL_CTL_DEL:
 		if (!m) {
-			err = -ENOENT;
+			err = xs_sock_polled(s) ? -ENOENT : -EXDEV;
 			break;
 		}
 		ep_remove(ep, m, true);

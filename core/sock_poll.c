@@ -84,9 +84,11 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 
 int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 {
-	if (xs_sock_kind(s) == XS_KIND_TCP)
-		return 0; /* decided for the kernel: nothing of ours */
-	if (xs_sock_kind(s) == XS_KIND_PENDING) {
+	/* decided for the kernel: nothing of ours, unless its connect is
+	 * still to say so (its eventfd is readable once it has) */
+	if (xs_sock_kind(s) == XS_KIND_TCP && !xs_sock_connecting(s))
+		return 0;
+	if (xs_sock_kind(s) != XS_KIND_RDMA) {
 		fds[0] = s->connect_evfd; /* readable once decided */
 		return fds[0] >= 0;
 	}
