@@ -109,58 +109,62 @@ static bool waiter_end(struct waiter *w, pthread_t t)
 	return atomic_load(&w->got) == 1;
 }
 
+/* a new set of waiter @w holding @fd for @events */
+static void set_make(struct waiter *w, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+
+	w->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (w->ep < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("epoll_ctl ADD");
+}
+
+/* @fd's registration changed to @events while waiter @w sleeps: whether
+ * that woke it; @fd is closed */
+static bool mod_and_end(struct waiter *w, pthread_t t, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+	bool ok;
+
+	if (epoll_ctl(w->ep, EPOLL_CTL_MOD, fd, &ev) < 0)
+		die("epoll_ctl MOD");
+	ok = waiter_end(w, t);
+	close(fd);
+	return ok;
+}
+
 /* EPOLLONESHOT re-armed by a worker once the next echo is in */
 static bool case_oneshot(const struct sockaddr_in *sa)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLONESHOT };
+	struct epoll_event ev;
 	struct waiter w;
 	pthread_t t;
 	char buf[8];
-	int fd = connect_to(sa), k;
-	bool ok;
+	int fd = connect_to(sa);
 
-	ev.data.fd = fd;
-	w.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (w.ep < 0 || epoll_ctl(w.ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-		die("epoll_ctl ADD");
+	set_make(&w, fd, EPOLLIN | EPOLLONESHOT);
 	write_all(fd, "ping", 4);
-	k = epoll_wait(w.ep, &ev, 1, CTLWAKE_WAIT_MS);
-	if (k != 1 || read(fd, buf, 4) != 4)
+	if (epoll_wait(w.ep, &ev, 1, CTLWAKE_WAIT_MS) != 1 ||
+	    read(fd, buf, 4) != 4)
 		die("first echo");
 	/* the set's waiter sleeps while the next echo comes in */
 	waiter_start(&w, &t, fd, EPOLLIN);
 	write_all(fd, "pong", 4);
 	usleep(200000);
-	ev.events = EPOLLIN | EPOLLONESHOT;
-	ev.data.fd = fd;
-	if (epoll_ctl(w.ep, EPOLL_CTL_MOD, fd, &ev) < 0)
-		die("epoll_ctl MOD");
-	ok = waiter_end(&w, t);
-	close(fd);
-	return ok;
+	return mod_and_end(&w, t, fd, EPOLLIN | EPOLLONESHOT);
 }
 
 /* EPOLLOUT added by another thread while the waiter sleeps on EPOLLIN */
 static bool case_modout(const struct sockaddr_in *sa)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct waiter w;
 	pthread_t t;
 	int fd = connect_to(sa);
-	bool ok;
 
-	ev.data.fd = fd;
-	w.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (w.ep < 0 || epoll_ctl(w.ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-		die("epoll_ctl ADD");
+	set_make(&w, fd, EPOLLIN);
 	waiter_start(&w, &t, fd, EPOLLOUT);
 	usleep(200000);
-	ev.events = EPOLLIN | EPOLLOUT;
-	if (epoll_ctl(w.ep, EPOLL_CTL_MOD, fd, &ev) < 0)
-		die("epoll_ctl MOD");
-	ok = waiter_end(&w, t);
-	close(fd);
-	return ok;
+	return mod_and_end(&w, t, fd, EPOLLIN | EPOLLOUT);
 }
 
 /* a socket with bytes unread added to a sleeping thread's set */
@@ -173,10 +177,7 @@ static bool case_addin(const struct sockaddr_in *sa)
 	int fd = connect_to(sa), idle = connect_to(sa);
 	bool ok;
 
-	ev.data.fd = idle;
-	w.ep = epoll_create1(EPOLL_CLOEXEC);
-	if (w.ep < 0 || epoll_ctl(w.ep, EPOLL_CTL_ADD, idle, &ev) < 0)
-		die("epoll_ctl ADD");
+	set_make(&w, idle, EPOLLIN);
 	write_all(fd, "abcdefgh", 8);
 	if (read(fd, buf, 1) != 1) /* the echo is in: 7 bytes unread */
 		die("read");
