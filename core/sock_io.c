@@ -289,30 +289,29 @@ static bool sock_at_kernel(struct xs_sock *s)
 
 /*
  * FIONREAD of a socket whose transport is not the stream's: bytes the
- * application can read, never our control messages. A socket that waits
- * to be claimed is this process's I/O, decided first as a read would
- * decide it; a connect that its worker still runs has nothing readable
- * yet (poll has not called it readable); a TCP socket's messages of ours
- * still leading its stream are taken first. Return: true when nothing is
- * readable yet (the wait for the outcome ended early, a message of ours
- * is not all there, or the stream is reset: the read says so); false when
- * the stream's or the kernel's count stands.
+ * application can read, never our control messages, and never a wait (the
+ * kernel's FIONREAD does not block). A socket that waits to be claimed is
+ * this process's I/O: claimed, its negotiation starts, and until it is
+ * decided nothing is readable yet, as while a connect that its worker
+ * runs is under way (poll has not called it readable either). A TCP
+ * socket's messages of ours still leading its stream are taken first.
+ * Return: true when nothing is readable yet (undecided; a message of ours
+ * not all there; a reset, which the read reports); false when the
+ * stream's or the kernel's count stands.
  */
 static bool sock_inq_none(struct xs_sock *s, int fd)
 {
-	int ms;
+	int rc;
 
-	if (xs_sock_kind(s) == XS_KIND_PENDING && !xs_sock_negotiable(s) &&
-	    xs_sock_connecting(s))
-		return true;
 	if (xs_sock_kind(s) == XS_KIND_PENDING) {
-		ms = atomic_load(&s->rcvtimeo_ms);
 		(void)xs_sock_claim(s, fd);
-		if (xs_sock_connect_wait(s, ms ? ms : -1))
+		if (xs_sock_connect_wait(s, 0))
 			return true;
 	}
-	return xs_sock_kind(s) == XS_KIND_TCP && atomic_load(&s->strip) &&
-	       xs_sock_strip(s, fd, true) < 0;
+	if (xs_sock_kind(s) != XS_KIND_TCP || !atomic_load(&s->strip))
+		return false;
+	rc = xs_sock_strip(s, fd, true);
+	return rc == -EAGAIN || rc == -ECONNRESET;
 }
 
 int xs_sock_ioctl(struct xs_sock *s, int fd, unsigned long request, void *arg)
