@@ -752,11 +752,12 @@ static void ep_settle_fd(int epfd, struct ep_set *ep, int fd)
  * it ready was taken from its channel fds by an earlier look, e.g. bytes
  * that came while EPOLLONESHOT had disabled it), so the nest eventfd,
  * which every wait on the set watches through the inner set (a kernel
- * wait that began while the set had no members too), is made readable
- * (ep_nest_mark(): the next sleep clears it). A modification looks only
- * while a wait is under way (an ADD is once per connection). Called with
- * ep->lock held; a waiter counted in ep->users looks under that lock
- * after it is counted.
+ * wait that began while the set had no members too, and an outer wait of
+ * a nested set), is made readable, and ep->ctl_marks counted: a wait
+ * that looked before it looks again rather than clear the mark and sleep
+ * (ep_wait_events(), ep_nest_after()). A modification looks only while a
+ * wait may be under way (an ADD is once per connection). Called with
+ * ep->lock held.
  */
 static void ep_ctl_wake(struct ep_set *ep, struct ep_member *m,
 			struct xs_sock *s, bool add)
@@ -766,11 +767,13 @@ static void ep_ctl_wake(struct ep_set *ep, struct ep_member *m,
 		EPOLLERR | EPOLLHUP;
 
 	if (m->disabled || m->connecting ||
-	    (!add && !__atomic_load_n(&ep->users, __ATOMIC_RELAXED) &&
+	    (!add && !ep->nested &&
+	     !__atomic_load_n(&ep->users, __ATOMIC_RELAXED) &&
 	     !atomic_load(&ep_kernel_waiters)))
 		return;
 	if (!(xs_sock_poll_events(s, 0) & want))
 		return;
+	__atomic_store_n(&ep->ctl_marks, ep->ctl_marks + 1, __ATOMIC_RELEASE);
 	if (ep->nest >= 0)
 		ep_nest_mark(ep, true);
 	else

@@ -84,6 +84,10 @@ struct ep_set {
 	/* a member moved to its kernel TCP connection during a look:
 	 * settle, then look again */
 	_Atomic bool moved;
+	/* ep_ctl_wake() made the nest eventfd readable (ep->lock): a wait
+	 * that saw another count before its look looks again instead of
+	 * clearing it and sleeping */
+	unsigned long ctl_marks;
 	bool connecting; /* a member's connect was undecided at the last
 			  * settle (ep_settle(); ep->lock) */
 	bool settle_due; /* a look found a member closed or moved: the next
@@ -97,9 +101,10 @@ struct ep_set {
 /* data.u64 of the inner set's entry in the application's epoll set */
 #define EP_NEST_MAGIC 0x78736f636b4e5354ull
 
-/* threads in a kernel wait on a set that had no members when it began
- * (ep_kernel_wait()): an epoll_ctl() that makes a member ready wakes them
- * (core/epoll_wait.c) */
+/* threads of the process in a kernel wait on a set that had no members
+ * when it began (ep_kernel_wait()): while there are any, an epoll_ctl()
+ * that makes a member ready marks its set's nest eventfd, which wakes
+ * such a wait on that set (core/epoll_wait.c) */
 extern atomic_int ep_kernel_waiters;
 
 /* core/epoll.c */

@@ -255,13 +255,16 @@ static int ep_kernel(int epfd, struct epoll_event *ev, int max)
  */
 static void ep_nest_after(int epfd, struct ep_set *ep, bool ready)
 {
+	unsigned long marks = __atomic_load_n(&ep->ctl_marks, __ATOMIC_ACQUIRE);
+
 	if (!ep->nested)
 		return;
 	if (!ready)
 		ready = ep_collect(epfd, ep, NULL, INT_MAX, EP_PEEK | EP_ARM,
 				   NULL) > 0;
 	pthread_mutex_lock(&ep->lock);
-	ep_nest_mark(ep, ready);
+	/* an epoll_ctl() since the look made a member ready */
+	ep_nest_mark(ep, ready || ep->ctl_marks != marks);
 	pthread_mutex_unlock(&ep->lock);
 }
 
@@ -355,6 +358,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	 * elsewhere), any news since made a channel fd readable, so the
 	 * sleep alone tells; redis' idle cron then costs one system call a
 	 * turn, as over kernel TCP. */
+	unsigned long marks = __atomic_load_n(&ep->ctl_marks, __ATOMIC_ACQUIRE);
 	bool skip_look = inner_quiet && !ep->nested && ep->idle_valid &&
 			 xs_sock_news() == ep->idle_news;
 	unsigned long news = 0;
@@ -423,6 +427,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 			if (++chan_looks % EP_SPIN_KERNEL_EVERY == 0)
 				how |= EP_SPIN_CHAN;
 		}
+		marks = __atomic_load_n(&ep->ctl_marks, __ATOMIC_ACQUIRE);
 		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max, how,
 				&starved);
 		looked = true;
@@ -461,6 +466,12 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		ep->idle_valid = !starved;
 	sleep:
 		pthread_mutex_lock(&ep->lock);
+		if (ep->ctl_marks != marks) {
+			/* an epoll_ctl() since the look made a member ready
+			 * (ep_ctl_wake()): look again, its mark left */
+			pthread_mutex_unlock(&ep->lock);
+			continue;
+		}
 		ep_nest_mark(ep, false); /* armed: news wakes outer waiters */
 		pthread_mutex_unlock(&ep->lock);
 		sleep_ts = timeout ? &left : NULL;

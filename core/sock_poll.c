@@ -22,8 +22,11 @@ bool xs_sock_polled(struct xs_sock *s)
 	enum xs_fd_kind kind = xs_sock_kind(s);
 
 	/* A non-blocking connect still deciding: not writable yet, which
-	 * its unconnected kernel fd would claim to be. */
-	if (kind == XS_KIND_PENDING && xs_sock_connecting(s))
+	 * its unconnected kernel fd would claim to be. Decided for TCP, the
+	 * connect not yet done saying so: the same, until it has (an epoll
+	 * member then moves to the kernel's set: ep_settle()). */
+	if ((kind == XS_KIND_PENDING || kind == XS_KIND_TCP) &&
+	    xs_sock_connecting(s))
 		return true;
 	if (kind == XS_KIND_RDMA && atomic_load(&s->moved))
 		/* moved to its kernel TCP connection: the kernel fd's, once
@@ -88,7 +91,8 @@ int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 	 * still to say so (its eventfd is readable once it has) */
 	if (xs_sock_kind(s) == XS_KIND_TCP && !xs_sock_connecting(s))
 		return 0;
-	if (xs_sock_kind(s) != XS_KIND_RDMA) {
+	if (xs_sock_kind(s) == XS_KIND_PENDING ||
+	    xs_sock_kind(s) == XS_KIND_TCP) {
 		fds[0] = s->connect_evfd; /* readable once decided */
 		return fds[0] >= 0;
 	}

@@ -780,6 +780,20 @@ blast_ended()
 	[[ $(stat wready rdma) == 2000 && $(stat wready tcp) == 0 ]]
 }
 
+@test "sock: epoll_ctl MOD and DEL on sockets whose non-blocking connects fall back to kernel TCP meanwhile answer as over kernel TCP (never ENOENT)" {
+	plain_server "plain$BATS_TEST_NUMBER"
+	run --separate-stderr timeout 120 python3 tests/tools/modrace.py "$XS_ADDR_A" "$port" 300
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "rounds 300 errors {}" ]]
+	# each connect probes (no memory of the server without xsock), and
+	# falls back while the loop modifies the socket
+	run --separate-stderr timeout 200 env $(xsenv modrace) XSOCK_RDMA_RETRY_MS=0 \
+		python3 tests/tools/modrace.py "$XS_ADDR_A" "$port" 300
+	echo "xsock: $output $stderr (status $status)"
+	[[ $status == 0 && $output == "rounds 300 errors {}" ]]
+	[[ $(stat modrace tcp) == 300 && $(stat modrace peer-no-xsock) == 300 ]]
+}
+
 @test "sock: epoll_ctl by one thread wakes another asleep in epoll_wait on the set when it makes a member ready (EPOLLONESHOT re-armed, EPOLLOUT added, a socket with bytes unread added), as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
 	local want=$'oneshot: woken\nmodout: woken\naddin: woken'
