@@ -134,14 +134,18 @@ static void ep_nest_sync(int epfd, struct ep_set *ep)
 {
 	struct epoll_event ev = { .events = EPOLLIN,
 				  .data.u64 = EP_NEST_MAGIC };
+	int rc;
 
 	if ((ep->nr > 0) == ep->in_app)
 		return;
 	ep->in_app = ep->nr > 0;
 	if (!ep->in_app)
 		ep_nest_mark(ep, false);
-	XS_CALL(epoll_ctl, epfd, ep->in_app ? EPOLL_CTL_ADD : EPOLL_CTL_DEL,
-		ep->inner, &ev);
+	rc = XS_CALL(epoll_ctl, epfd,
+		     ep->in_app ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, ep->inner,
+		     &ev);
+	__atomic_store_n(&ep->inner_told, ep->in_app && rc == 0,
+			 __ATOMIC_RELAXED);
 }
 
 /* The member set of @epfd, made on first use. Return: set, or NULL with

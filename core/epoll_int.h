@@ -74,6 +74,10 @@ struct ep_set {
 	bool nest_set; /* its counter is non-zero */
 	bool nested; /* seen inside another wait: keep nest exact, CQs armed */
 	bool in_app; /* the inner set is in the application's set */
+	/* ...and its epoll_ctl() succeeded: the application's set reports
+	 * the inner one ready while a channel fd is readable, so one look
+	 * at the kernel's fds tells whether the inner set has any */
+	bool inner_told;
 	_Atomic bool quiet; /* the last wait slept and timed out with nothing */
 	struct xs_spin spin; /* its waits' spin window */
 	/* the last armed look found nothing ready, and xs_sock_news() was

@@ -247,6 +247,25 @@ static int ep_kernel(int epfd, struct epoll_event *ev, int max)
 }
 
 /*
+ * ep_kernel() for a look that would read the inner set too: the inner set
+ * is in the application's (ep_nest_sync()), so the same answer says
+ * whether one of its fds is readable. @inner: set false when it is surely
+ * not (its entry absent from an answer with room to spare). Return: as
+ * ep_kernel().
+ */
+static int ep_kernel_inner(int epfd, struct epoll_event *ev, int max,
+			   bool *inner)
+{
+	int k = XS_CALL(epoll_wait, epfd, ev, max, 0), n;
+
+	if (k < 0)
+		return k;
+	n = ep_unnest(ev, k);
+	*inner = n < k || k == max;
+	return n;
+}
+
+/*
  * A wait on a nested epoll fd returns: leave its nest eventfd exact for
  * the outer waiter. @ready: a member was just reported. Otherwise the
  * members are armed first, so that news after this look makes a channel
@@ -347,7 +366,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
 	struct xs_spin_run run = { 0 };
 	uint64_t total = 0, spun;
-	bool starved, arm, slept = false, learn = false, looked = false;
+	bool starved, arm, slept = false, learn = false, looked = false, inner;
 	unsigned int spin_looks = 0, chan_looks = 0, how;
 	/* what is known not readable without asking: after a sleep, what
 	 * it said; an idle set's first look, what the sleep that follows
@@ -428,10 +447,35 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 				how |= EP_SPIN_CHAN;
 		}
 		marks = __atomic_load_n(&ep->ctl_marks, __ATOMIC_ACQUIRE);
-		nx = ep_collect(epfd, ep, events, max > 1 ? max - 1 : max, how,
-				&starved);
+		/* A look at both sets asks the kernel's first: its answer
+		 * tells whether the inner set has news too, so a busy set's
+		 * look costs one system call, not two, and a spin's look at
+		 * the inner set is the kernel's turn too. Not while a member
+		 * is to be settled: one that goes to the kernel's set is
+		 * looked at there after the settle. */
+		k = -1;
+		if (max > 1 && !kernel_quiet &&
+		    (!(how & (EP_NOCHAN | EP_SPIN)) || (how & EP_SPIN_CHAN)) &&
+		    __atomic_load_n(&ep->inner_told, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&ep->settle_due, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&ep->connecting, __ATOMIC_RELAXED) &&
+		    (arm || (how & EP_SPIN_CHAN) ||
+		     spin_looks % EP_SPIN_KERNEL_EVERY == 0)) {
+			inner = true;
+			k = ep_kernel_inner(epfd, events, max - 1, &inner);
+			if (k >= 0) {
+				spin_looks = 1; /* the kernel's next turn */
+				if (!inner)	/* no look at the inner set */
+					how = (how | EP_NOCHAN) & ~EP_SPIN_CHAN;
+			}
+		}
+		nx = ep_collect(epfd, ep, events + (k > 0 ? k : 0),
+				k >= 0	  ? max - k
+				: max > 1 ? max - 1
+					  : max,
+				how, &starved);
 		looked = true;
-		n = nx;
+		n = nx + (k > 0 ? k : 0);
 		if (ep->moved) {
 			/* a member's kernel fd answers now: into the kernel's
 			 * set (ep_settle()), then everything looked at again */
@@ -443,7 +487,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		}
 		/* while spinning, the kernel's fds every few looks: one
 		 * system call each */
-		if (n < max && (!kernel_quiet || n) &&
+		if (k < 0 && n < max && (!kernel_quiet || n) &&
 		    (arm || spin_looks++ % EP_SPIN_KERNEL_EVERY == 0)) {
 			k = ep_kernel(epfd, events + n, max - n);
 			if (k < 0 && !n)
