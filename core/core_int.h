@@ -125,6 +125,15 @@ bool xs_sig_restarts(void);
  */
 void xs_wake_all(void);
 
+/**
+ * xs_wake_others() - whether a thread other than the caller is inside an
+ *                    emulated wait (between xs_wake_enter() and
+ *                    xs_wake_leave()), where it may sleep on channel fds
+ * Context: any thread, any lock held; lock-free. A thread that enters a
+ * wait after the answer arms what it sleeps on in its own look.
+ */
+bool xs_wake_others(void);
+
 /* xs_wake_fork_child() - forget the parent's waiters and their eventfds
  * (shared with the parent); from the atfork child handler. */
 void xs_wake_fork_child(void);

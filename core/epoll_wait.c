@@ -158,12 +158,23 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 			continue;
 		}
 		look = ep_chan_ready(m, s, chan, nchan);
-		/* A completion event read now would only be followed by an
-		 * arm (two system calls on some providers), needed only
-		 * before a sleep: a look that does not arm polls the CQ
-		 * instead and leaves the event to the armed look. */
-		if (!(how & EP_ARM) && (look & XS_POLL_DRAIN_FD(0)))
-			look = (look & ~XS_POLL_DRAIN_FD(0)) | XS_POLL_SPIN;
+		/* A look that does not arm reads a completion event without
+		 * the arm that would follow (a system call on some
+		 * providers), needed only before a sleep: the armed look
+		 * arms. So the channel fd is quiet again, and the busy
+		 * looks that follow ask the kernel's set alone. Not for a
+		 * member that no armed look arms (disabled), nor while a
+		 * wait outside this engine's looks sleeps on the set (an
+		 * outer one, a kernel wait): those leave the event to the
+		 * armed look, and poll the CQ meanwhile. */
+		if (!(how & EP_ARM) && (look & XS_POLL_DRAIN_FD(0))) {
+			if (!m->disabled && !ep->nested &&
+			    !atomic_load(&ep_kernel_waiters))
+				look |= XS_POLL_NOARM;
+			else
+				look = (look & ~XS_POLL_DRAIN_FD(0)) |
+				       XS_POLL_SPIN;
+		}
 		if (m->disabled) {
 			/* no report, but its channel fds are drained here
 			 * too: left readable, they would wake every sleep */

@@ -70,7 +70,8 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		ev = xs_stream_events(
 			s->stream,
 			drain | (how & XS_POLL_ARM ? XS_STREAM_ARM : 0) |
-				(how & XS_POLL_SPIN ? XS_STREAM_SPIN : 0));
+				(how & XS_POLL_SPIN ? XS_STREAM_SPIN : 0) |
+				(how & XS_POLL_NOARM ? XS_STREAM_NOARM : 0));
 		out |= ev & XS_EV_STARVED ? XS_POLL_STARVED : 0;
 		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
 		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;

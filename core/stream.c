@@ -1013,7 +1013,8 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which)
 {
 	/* an unarmed CQ queues no event: no read() to find that out */
 	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed)
-		stream_cq_event(s);
+		stream_cq_event(s,
+				!(which & XS_STREAM_NOARM) || xs_wake_others());
 	if (which & XS_STREAM_DRAIN_FD(1))
 		stream_cm_events(s);
 	if (which & XS_STREAM_DRAIN_FD(2))
@@ -1075,7 +1076,8 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 
 	pthread_mutex_lock(&s->lock);
 	if ((how & XS_STREAM_DRAIN) && !s->polling)
-		stream_drain_channels(s, how & XS_STREAM_DRAIN);
+		stream_drain_channels(
+			s, how & (XS_STREAM_DRAIN | XS_STREAM_NOARM));
 	if ((how & XS_STREAM_ARM) && stream_arm(s))
 		stream_reset(s, "ibv_req_notify_cq failed");
 	/* An idle connection's look costs no CQ poll: what completed since

@@ -178,7 +178,7 @@ void stream_arm_widen(struct xs_stream *s);
 int stream_kick_fd(struct xs_stream *s);
 void stream_wake(struct xs_stream *s);
 void stream_unkick(struct xs_stream *s);
-void stream_cq_event(struct xs_stream *s);
+void stream_cq_event(struct xs_stream *s, bool rearm);
 int stream_wait(struct xs_stream *s, uint64_t deadline);
 
 /* core/stream_rndv.c */

@@ -144,13 +144,14 @@ void stream_unkick(struct xs_stream *s)
 
 /*
  * Read and ack the completion channel's event, if there is one, and arm
- * the CQ again at once, as the verbs idiom goes (get, ack, notify, then
- * poll): the caller polls the CQ next. A CQ left unarmed after its event
- * was read would let a wait that looks, finds nothing new (a send
- * completion, a credit) and sleeps miss the next completion for good.
- * Called with s->lock held.
+ * the CQ again at once (@rearm), as the verbs idiom goes (get, ack,
+ * notify, then poll): the caller polls the CQ next. A CQ left unarmed
+ * after its event was read would let a wait that looks, finds nothing
+ * new (a send completion, a credit) and sleeps miss the next completion
+ * for good; so !@rearm only for a caller that arms before it sleeps,
+ * when no other thread waits. Called with s->lock held.
  */
-void stream_cq_event(struct xs_stream *s)
+void stream_cq_event(struct xs_stream *s, bool rearm)
 {
 	struct ibv_cq *cq;
 	bool got = false;
@@ -167,8 +168,14 @@ void stream_cq_event(struct xs_stream *s)
 		return;
 	s->cq_armed = false;
 	s->cq_quiet = false;
-	if (stream_arm(s))
+	if (!rearm) {
+		/* a wait that left it idle, relying on the arm, looks at it
+		 * again (and arms it) before it sleeps */
+		stream_news();
+		stream_note(s);
+	} else if (stream_arm(s)) {
 		stream_reset(s, "ibv_req_notify_cq failed");
+	}
 }
 
 /*
@@ -243,7 +250,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 			       ? -EINTR
 			       : 0;
 	if (pfd[0].revents)
-		stream_cq_event(s);
+		stream_cq_event(s, true);
 	if (pfd[1].revents)
 		stream_cm_events(s);
 	if (nfds == 3 && pfd[2].revents)

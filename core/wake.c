@@ -46,6 +46,8 @@
 /* fd + 1 of each registered thread's eventfd, 0 for a free slot */
 static _Atomic int wake_slot[WAKE_SLOTS];
 static atomic_int wake_high; /* slots at or past this one were never used */
+/* threads inside an emulated wait, registered or not (xs_wake_others()) */
+static atomic_int wake_inside;
 
 /* Eventfds of threads that have exited, for the next thread. */
 static pthread_mutex_t wake_free_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -137,6 +139,7 @@ int xs_wake_enter(void)
 
 	if (w->depth++ > 0)
 		return w->slot >= 0 ? w->fd : -1;
+	atomic_fetch_add(&wake_inside, 1);
 	if (wake_fd(w) < 0) {
 		errno = err;
 		return -1;
@@ -169,6 +172,7 @@ void xs_wake_leave(void)
 
 	if (w->depth == 0 || --w->depth > 0)
 		return;
+	atomic_fetch_sub(&wake_inside, 1);
 	if (w->slot >= 0)
 		atomic_store(&wake_slot[w->slot], 0);
 	w->slot = -1;
@@ -181,6 +185,11 @@ void xs_wake_drain(int fd)
 
 	(void)!eventfd_read(fd, &v);
 	errno = err;
+}
+
+bool xs_wake_others(void)
+{
+	return atomic_load(&wake_inside) > (wake_self.depth > 0 ? 1 : 0);
 }
 
 void xs_wake_all(void)
@@ -204,6 +213,7 @@ void xs_wake_fork_child(void)
 	for (i = 0; i < WAKE_SLOTS; i++)
 		atomic_store(&wake_slot[i], 0);
 	atomic_store(&wake_high, 0);
+	atomic_store(&wake_inside, wake_self.depth > 0 ? 1 : 0);
 	for (i = 0; i < wake_nfree; i++)
 		xs_real.close(wake_free[i]);
 	wake_nfree = 0;

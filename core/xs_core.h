@@ -949,7 +949,6 @@ uint64_t xs_spin_begin(struct xs_spin_run *r, struct xs_spin *sp,
 /**
  * xs_spin_more() - whether the spin may take another look (counted)
  * @r: a run begun with a window
- *
  * Return: false once the window is spent. A timed spin reads the clock.
  */
 bool xs_spin_more(struct xs_spin_run *r);
@@ -957,7 +956,6 @@ bool xs_spin_more(struct xs_spin_run *r);
 /**
  * xs_spin_stop() - the spin ran out without news: the wait arms and sleeps
  * @r: the run
- *
  * Return: the us the spin took (measured or, untimed, estimated from its
  * looks), to come off the wait's timeout. Reads the clock once, so that
  * xs_spin_end() can tell how long the sleep took.
@@ -992,11 +990,11 @@ void xs_spin_timed_out(struct xs_spin *sp);
 #define XS_POLL_ARM 0x2 /* arm first, as xs_sock_poll_arm() */
 /* a look during a spin: poll the CQ in userspace whatever the last look
  * found, and make no system call */
-#define XS_POLL_SPIN 0x4
+#define XS_POLL_SPIN  0x4
+#define XS_POLL_NOARM 0x8 /* see xs_sock_poll_events() */
 /* xs_sock_poll_events() result bit beside the poll(2) ones */
 #define XS_POLL_STARVED 0x10000 /* with XS_POLL_ARM: sleep at most 1 ms */
-/* ... and: @s moved to its kernel TCP connection during this look
- * (xs_sock_plain() holds now): ask its kernel fd from here on */
+/* ... and: @s moved to its kernel TCP connection: ask its kernel fd now */
 #define XS_POLL_MOVED 0x20000
 
 /**
@@ -1004,14 +1002,17 @@ void xs_spin_timed_out(struct xs_spin *sp);
  * @s:   socket for which xs_sock_polled() holds
  * @how: XS_POLL_DRAIN: drain an RDMA socket's channel fds too (system
  *       calls), or XS_POLL_DRAIN_FD(k) only the one at index k of
- *       xs_sock_poll_fds(); left out when the caller saw them not readable a moment
- *       ago, which also spares an idle connection's CQ poll.
+ *       xs_sock_poll_fds(); left out when the caller saw them not
+ *       readable a moment ago (that spares an idle CQ's poll too).
  *       XS_POLL_ARM: request a completion event first (the look just
  *       before a sleep on xs_sock_poll_fds(): news after it wakes the
  *       sleep). XS_POLL_SPIN: a look while spinning: polls the CQ in
  *       userspace even when the last look found it quiet (a completion
  *       lands there before its channel fd turns readable: on hardware,
- *       an interrupt later), drains nothing.
+ *       an interrupt later), drains nothing. XS_POLL_NOARM with
+ *       XS_POLL_DRAIN_FD(0): the completion event read leaves the CQ
+ *       unarmed unless another thread waits (xs_wake_others()): a look
+ *       of a busy wait, whose caller arms before it sleeps.
  *
  * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
  * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,
@@ -1109,7 +1110,6 @@ void xs_wake_drain(int fd);
  *
  * Probes ibv_get_device_list() once per process (and again in a forked
  * child), honouring XSOCK_DEVICE. rdma-core loads its providers here.
- *
  * Context: any thread; raises the reentrancy depth.
  * Return: the number of usable devices (0 when none).
  */

@@ -807,6 +807,19 @@ blast_ended()
 	[[ $(stat ctlwake rdma) == 4 && $(stat ctlwake tcp) == 0 ]]
 }
 
+@test "sock: one socket in two epoll sets of one thread: the set whose wait found it idle reports what the other set's look took in, and wakes for what comes next, as over kernel TCP" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	local want=$'idle: yes\ntaken: yes\nready: yes\nread: yes\nwoken: yes'
+	run --separate-stderr timeout 60 python3 tests/tools/epshare.py "$XS_ADDR_A" "$port"
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "$want" ]]
+	run --separate-stderr timeout 60 env $(xsenv epshare) python3 tests/tools/epshare.py "$XS_ADDR_A" "$port"
+	echo "xsock: $output $stderr (status $status)"
+	cat "$XS_RUN_DIR/epshare.stats"
+	[[ $status == 0 && $output == "$want" ]]
+	[[ $(stat epshare rdma) == 1 && $(stat epshare tcp) == 0 ]]
+}
+
 @test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; the send after the peer's close draws EPIPE on the next one; FIONREAD counts the peer's first bytes, never ours" {
 	local tool=tests/tools/undecided.py c m name
 	declare -A got
