@@ -645,19 +645,13 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	size_t total = xs_iov_total(iov, iovcnt), sent = 0, dropped = 0, room;
 	const struct xs_config *cfg = xs_core_cfg();
 	struct xs_conn *c = s->c;
-	uint32_t max, rndv_max, chunk, inline_room;
+	uint32_t max, rndv_max, chunk, inline_max;
 	bool rndv, taken, after_fin = false;
 	struct xs_msg m;
 	int rc = 0;
 
 	stream_news(); /* a call: readiness may change */
 	pthread_mutex_lock(&s->lock);
-	/* payload of the largest message posted inline (stream_build()) */
-	inline_room = c->max_inline < STREAM_INLINE_STACK ? c->max_inline
-							  : STREAM_INLINE_STACK;
-	inline_room = inline_room > XS_WIRE_MSG_LEN
-			      ? inline_room - XS_WIRE_MSG_LEN
-			      : 0;
 	/* CLOSE_WAIT: the peer's end may wait on the CM channel, which no
 	 * other call reads while nobody polls; a send learns of it, as a
 	 * TCP send there draws the RST that fails the next one */
@@ -735,8 +729,9 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 			 * stream writable and a kernel's send takes what its
 			 * buffer has room for. */
 			if (rc == -EAGAIN && s->pool_starved &&
-			    chunk > inline_room && inline_room) {
-				chunk = inline_room;
+			    (inline_max = stream_inline_data_max(s)) &&
+			    chunk > inline_max) {
+				chunk = inline_max;
 				m = (struct xs_msg){ .type = XS_MSG_DATA };
 				rc = stream_post(s, &m, &cur, chunk);
 			}

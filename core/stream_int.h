@@ -125,6 +125,7 @@ void stream_retire_unsignaled(struct xs_stream *s);
 void stream_slot_take(struct xs_stream *s, int i, uint8_t kind, uint32_t arg,
 		      uint32_t len, const struct xs_buf *buf);
 int stream_alloc(struct xs_stream *s, size_t len, struct xs_buf *b);
+uint32_t stream_inline_data_max(const struct xs_stream *s);
 int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 		 uint32_t len, uint8_t *stack, struct xs_buf *b, void **dst,
 		 const void **tail);

@@ -162,6 +162,17 @@ static const void *stream_iov_take(struct iov_cursor *cur, uint32_t len)
 	return p;
 }
 
+/* Payload bytes of the largest DATA message stream_build() posts inline
+ * (no pool buffer), 0 when none fits. */
+uint32_t stream_inline_data_max(const struct xs_stream *s)
+{
+	uint32_t max = s->c->max_inline < STREAM_INLINE_STACK
+			       ? s->c->max_inline
+			       : STREAM_INLINE_STACK;
+
+	return max > XS_WIRE_MSG_LEN ? max - XS_WIRE_MSG_LEN : 0;
+}
+
 /*
  * Build message @m (header, descriptor, then @len payload bytes from
  * @cur) where it will be posted from: @stack when it fits the QP's inline
