@@ -17,6 +17,16 @@
 #include "core_int.h"
 #include "stream.h"
 
+/* Whether @s's transport is undecided, or decided for TCP by a connect
+ * that has not yet said so: its connect eventfd answers for it. */
+static bool sock_deciding(struct xs_sock *s)
+{
+	enum xs_fd_kind kind = xs_sock_kind(s);
+
+	return kind == XS_KIND_PENDING ||
+	       (kind == XS_KIND_TCP && xs_sock_connecting(s));
+}
+
 bool xs_sock_polled(struct xs_sock *s)
 {
 	enum xs_fd_kind kind = xs_sock_kind(s);
@@ -25,8 +35,7 @@ bool xs_sock_polled(struct xs_sock *s)
 	 * its unconnected kernel fd would claim to be. Decided for TCP, the
 	 * connect not yet done saying so: the same, until it has (an epoll
 	 * member then moves to the kernel's set: ep_settle()). */
-	if ((kind == XS_KIND_PENDING || kind == XS_KIND_TCP) &&
-	    xs_sock_connecting(s))
+	if (sock_deciding(s) && xs_sock_connecting(s))
 		return true;
 	if (kind == XS_KIND_RDMA && atomic_load(&s->moved))
 		/* moved to its kernel TCP connection: the kernel fd's, once
@@ -88,12 +97,7 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 
 int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
 {
-	/* decided for the kernel: nothing of ours, unless its connect is
-	 * still to say so (its eventfd is readable once it has) */
-	if (xs_sock_kind(s) == XS_KIND_TCP && !xs_sock_connecting(s))
-		return 0;
-	if (xs_sock_kind(s) == XS_KIND_PENDING ||
-	    xs_sock_kind(s) == XS_KIND_TCP) {
+	if (sock_deciding(s)) {
 		fds[0] = s->connect_evfd; /* readable once decided */
 		return fds[0] >= 0;
 	}
