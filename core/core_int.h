@@ -134,6 +134,10 @@ void xs_wake_all(void);
  */
 bool xs_wake_others(void);
 
+/* xs_wake_depth() - the emulated waits this thread is inside (a signal
+ * handler's wait nests in the one it interrupted); 0 outside any. */
+int xs_wake_depth(void);
+
 /* xs_wake_fork_child() - forget the parent's waiters and their eventfds
  * (shared with the parent); from the atfork child handler. */
 void xs_wake_fork_child(void);

@@ -108,6 +108,8 @@ static void ep_nest_init(int epfd, struct ep_set *ep)
 		xs_real.epoll_ctl(ep->inner, EPOLL_CTL_ADD, ep->nest, &ev);
 	}
 	ep->nested = in && atomic_load(&in[epfd]);
+	if (ep->nested)
+		atomic_store(&ep_any_nested, true);
 }
 
 /* Set or clear the nest eventfd: readable while a member is ready.
@@ -775,6 +777,9 @@ static void ep_ctl_wake(struct ep_set *ep, struct ep_member *m,
 	     !__atomic_load_n(&ep->users, __ATOMIC_RELAXED) &&
 	     !atomic_load(&ep_kernel_waiters)))
 		return;
+	/* armed first: what comes after the look below raises an event
+	 * (a busy look of another set may have read one without arming) */
+	(void)xs_sock_poll_arm(s);
 	if (!(xs_sock_poll_events(s, 0) & want))
 		return;
 	__atomic_store_n(&ep->ctl_marks, ep->ctl_marks + 1, __ATOMIC_RELEASE);

@@ -76,6 +76,7 @@ static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
 #define EP_NOCHAN    0x4  /* take no channel fd for readable: no look at them */
 #define EP_SPIN	     0x8  /* a spin's look: CQs polled, no system call */
 #define EP_SPIN_CHAN 0x10 /* with EP_SPIN: the inner set looked at too */
+#define EP_NOARM_OK  0x20 /* an event read may leave its CQ unarmed */
 
 /*
  * Ready xsock members into @out (at most @max), starting where the last
@@ -162,14 +163,14 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 		 * the arm that would follow (a system call on some
 		 * providers), needed only before a sleep: the armed look
 		 * arms. So the channel fd is quiet again, and the busy
-		 * looks that follow ask the kernel's set alone. Not for a
-		 * member that no armed look arms (disabled), nor while a
-		 * wait outside this engine's looks sleeps on the set (an
-		 * outer one, a kernel wait): those leave the event to the
-		 * armed look, and poll the CQ meanwhile. */
+		 * looks that follow ask the kernel's set alone. Only where
+		 * ep_wait_events() allows it (EP_NOARM_OK), and not for a
+		 * member that no armed look arms (disabled, or soon to be:
+		 * EPOLLONESHOT): those leave the event to the armed look,
+		 * and poll the CQ meanwhile. */
 		if (!(how & EP_ARM) && (look & XS_POLL_DRAIN_FD(0))) {
-			if (!m->disabled && !ep->nested &&
-			    !atomic_load(&ep_kernel_waiters))
+			if ((how & EP_NOARM_OK) && !m->disabled &&
+			    !(m->events & EPOLLONESHOT))
 				look |= XS_POLL_NOARM;
 			else
 				look = (look & ~XS_POLL_DRAIN_FD(0)) |
@@ -304,6 +305,7 @@ static void ep_nest_refresh(int epfd, struct ep_set *ep)
 {
 	pthread_mutex_lock(&ep->lock);
 	ep->nested = true;
+	atomic_store(&ep_any_nested, true);
 	pthread_mutex_unlock(&ep->lock);
 	ep_nest_after(epfd, ep, false);
 }
@@ -393,6 +395,14 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 			 xs_sock_news() == ep->idle_news;
 	unsigned long news = 0;
 	int n, nx, k;
+	/* A busy look may read an event and leave its CQ unarmed only while
+	 * nothing but this wait's own armed look could need the arm: no
+	 * wait of this thread that a signal handler's interrupted, no set
+	 * inside another wait, no kernel wait on a set (another thread's
+	 * waits: xs_wake_others(), under the stream's lock). */
+	bool noarm_ok = xs_wake_depth() == (zero ? 0 : 1) &&
+			!atomic_load(&ep_any_nested) &&
+			!atomic_load(&ep_kernel_waiters);
 
 	if (timeout) {
 		left = *timeout;
@@ -446,7 +456,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		news = xs_sock_news();
 		/* one slot always left for the kernel's own fds; the spin's
 		 * looks after the first poll the CQs, no system call */
-		how = arm ? EP_ARM : 0;
+		how = (arm ? EP_ARM : 0) | (noarm_ok ? EP_NOARM_OK : 0);
 		if (inner_quiet)
 			how |= EP_NOCHAN;
 		if (!arm && looked) {
@@ -628,6 +638,7 @@ enum ep_call { EP_CALL_WAIT, EP_CALL_PWAIT, EP_CALL_PWAIT2 };
  * goes on, emulated now, for the time left.
  */
 atomic_int ep_kernel_waiters;
+atomic_bool ep_any_nested;
 
 static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 			  const struct timespec *timeout,

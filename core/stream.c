@@ -1006,10 +1006,12 @@ size_t xs_stream_outq(struct xs_stream *s)
  * of xs_stream_wait_fds()'s order). Called with s->lock held. */
 void stream_drain_channels(struct xs_stream *s, unsigned int which)
 {
-	/* an unarmed CQ queues no event: no read() to find that out */
-	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed)
-		stream_cq_event(s,
-				!(which & XS_STREAM_NOARM) || xs_wake_others());
+	/* an unarmed CQ queues no event: no read() to find that out; one
+	 * that another thread's wait may sleep on is its to read (it would
+	 * wake, find the fd quiet and sleep on: the CQ is polled anyway) */
+	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed &&
+	    !((which & XS_STREAM_NOARM) && xs_wake_others()))
+		stream_cq_event(s, !(which & XS_STREAM_NOARM));
 	if (which & XS_STREAM_DRAIN_FD(1))
 		stream_cm_events(s);
 	if (which & XS_STREAM_DRAIN_FD(2))

@@ -327,8 +327,8 @@ size_t xs_stream_outq(struct xs_stream *s);
 #define XS_STREAM_DRAIN	      0x70u /* all three */
 #define XS_STREAM_ARM	      0x2   /* arm the CQ before looking */
 #define XS_STREAM_SPIN	      0x4 /* poll the CQ even when quiet (a spin's look) */
-/* with XS_STREAM_DRAIN_FD(0): the completion event read leaves the CQ
- * unarmed while no other thread waits (xs_wake_others()) */
+/* with XS_STREAM_DRAIN_FD(0): the completion event is read without an
+ * arm, or left to another thread's wait (xs_wake_others()) */
 #define XS_STREAM_NOARM 0x8
 /* xs_stream_events() result bit beside the XS_EV_* ones */
 #define XS_EV_STARVED 0x10000 /* with XS_STREAM_ARM: see xs_stream_arm() */
@@ -351,7 +351,7 @@ size_t xs_stream_outq(struct xs_stream *s);
  *       XS_STREAM_NOARM: a busy waiter's look, which arms before it
  *       sleeps: an event it drains costs no arm now, and the completion
  *       channel stays quiet until it arms (the verbs idiom arms again at
- *       once, which a waiter of another thread may need).
+ *       once); while another thread waits, the event is left to it.
  * Return: XS_EV_* bits; XS_EV_STARVED with XS_STREAM_ARM when the stream
  *         waits for pool memory (sleep at most 1 ms).
  */

@@ -149,7 +149,8 @@ void stream_unkick(struct xs_stream *s)
  * after its event was read would let a wait that looks, finds nothing
  * new (a send completion, a credit) and sleeps miss the next completion
  * for good; so !@rearm only for a caller that arms before it sleeps,
- * when no other thread waits. Called with s->lock held.
+ * when no other wait may sleep on it (stream_drain_channels(),
+ * ep_wait_events()). Called with s->lock held.
  */
 void stream_cq_event(struct xs_stream *s, bool rearm)
 {

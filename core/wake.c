@@ -76,6 +76,9 @@ static void wake_thread_exit(void *arg)
 	if (w->slot >= 0)
 		atomic_store(&wake_slot[w->slot], 0);
 	w->slot = -1;
+	if (w->depth > 0) /* ended inside a wait (cancelled) */
+		atomic_fetch_sub(&wake_inside, 1);
+	w->depth = 0;
 	if (w->fd < 0)
 		return;
 	sigfillset(&all);
@@ -190,6 +193,11 @@ void xs_wake_drain(int fd)
 bool xs_wake_others(void)
 {
 	return atomic_load(&wake_inside) > (wake_self.depth > 0 ? 1 : 0);
+}
+
+int xs_wake_depth(void)
+{
+	return wake_self.depth;
 }
 
 void xs_wake_all(void)

@@ -1010,9 +1010,9 @@ void xs_spin_timed_out(struct xs_spin *sp);
  *       userspace even when the last look found it quiet (a completion
  *       lands there before its channel fd turns readable: on hardware,
  *       an interrupt later), drains nothing. XS_POLL_NOARM with
- *       XS_POLL_DRAIN_FD(0): the completion event read leaves the CQ
- *       unarmed unless another thread waits (xs_wake_others()): a look
- *       of a busy wait, whose caller arms before it sleeps.
+ *       XS_POLL_DRAIN_FD(0): a busy wait's look, which arms before it
+ *       sleeps, reads the event and leaves the CQ unarmed; while another
+ *       thread waits (xs_wake_others()) it leaves the event to it.
  *
  * RDMA socket: POLLIN/POLLRDNORM (data, EOF or reset), POLLOUT/POLLWRNORM
  * (a credit and a send slot free, or after SHUT_WR), POLLRDHUP, POLLHUP,

@@ -820,6 +820,18 @@ blast_ended()
 	[[ $(stat epshare rdma) == 1 && $(stat epshare tcp) == 0 ]]
 }
 
+@test "sock: a dispatcher thread on an EPOLLONESHOT set hands connections to a worker that re-arms each with EPOLL_CTL_MOD while the dispatcher sleeps: no wake-up lost, as over kernel TCP" {
+	xs_server "srv$BATS_TEST_NUMBER"
+	run --separate-stderr timeout 120 python3 tests/tools/oneshot_mt.py "$XS_ADDR_A" "$port" 8 200
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "rounds 1600 stalls 0" ]]
+	run --separate-stderr timeout 120 env $(xsenv oneshot) python3 tests/tools/oneshot_mt.py "$XS_ADDR_A" "$port" 8 200
+	echo "xsock: $output $stderr (status $status)"
+	cat "$XS_RUN_DIR/oneshot.stats"
+	[[ $status == 0 && $output == "rounds 1600 stalls 0" ]]
+	[[ $(stat oneshot rdma) == 8 && $(stat oneshot tcp) == 0 ]]
+}
+
 @test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; the send after the peer's close draws EPIPE on the next one; FIONREAD counts the peer's first bytes, never ours" {
 	local tool=tests/tools/undecided.py c m name
 	declare -A got
