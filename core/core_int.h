@@ -128,11 +128,22 @@ void xs_wake_all(void);
 /**
  * xs_wake_others() - whether a thread other than the caller is inside an
  *                    emulated wait (between xs_wake_enter() and
- *                    xs_wake_leave()), where it may sleep on channel fds
+ *                    xs_wake_leave()) or another wait counted by
+ *                    xs_wake_outside(), where it may sleep on channel fds
  * Context: any thread, any lock held; lock-free. A thread that enters a
  * wait after the answer arms what it sleeps on in its own look.
  */
 bool xs_wake_others(void);
+
+/* xs_wake_outside() - count (@n 1) or uncount (-1) a wait that sleeps on
+ * channel fds outside the emulated ones (a kernel wait on an epoll set
+ * that may get xsock members), for xs_wake_others(). Lock-free. */
+void xs_wake_outside(int n);
+
+/* xs_wake_nested() - an epoll fd with xsock members went inside another
+ * wait (poll, select, another epoll set), which sleeps on it in the
+ * kernel: from now on xs_wake_others() holds. Lock-free. */
+void xs_wake_nested(void);
 
 /* xs_wake_depth() - the emulated waits this thread is inside (a signal
  * handler's wait nests in the one it interrupted); 0 outside any. */

@@ -109,7 +109,7 @@ static void ep_nest_init(int epfd, struct ep_set *ep)
 	}
 	ep->nested = in && atomic_load(&in[epfd]);
 	if (ep->nested)
-		atomic_store(&ep_any_nested, true);
+		xs_wake_nested(); /* busy looks leave it the events */
 }
 
 /* Set or clear the nest eventfd: readable while a member is ready.

@@ -111,10 +111,6 @@ struct ep_set {
  * such a wait on that set (core/epoll_wait.c) */
 extern atomic_int ep_kernel_waiters;
 
-/* a set was ever inside another wait (struct ep_set.nested): busy looks
- * then always arm again what they read (ep_wait_events()) */
-extern atomic_bool ep_any_nested;
-
 /* core/epoll.c */
 struct ep_set *ep_lookup(int epfd);
 struct ep_set *ep_hold(int epfd);

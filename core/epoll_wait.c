@@ -305,7 +305,8 @@ static void ep_nest_refresh(int epfd, struct ep_set *ep)
 {
 	pthread_mutex_lock(&ep->lock);
 	ep->nested = true;
-	atomic_store(&ep_any_nested, true);
+	xs_wake_nested(); /* busy looks leave it the events (before the arm
+			   * in ep_nest_after()) */
 	pthread_mutex_unlock(&ep->lock);
 	ep_nest_after(epfd, ep, false);
 }
@@ -396,13 +397,10 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	unsigned long news = 0;
 	int n, nx, k;
 	/* A busy look may read an event and leave its CQ unarmed only while
-	 * nothing but this wait's own armed look could need the arm: no
-	 * wait of this thread that a signal handler's interrupted, no set
-	 * inside another wait, no kernel wait on a set (another thread's
-	 * waits: xs_wake_others(), under the stream's lock). */
-	bool noarm_ok = xs_wake_depth() == (zero ? 0 : 1) &&
-			!atomic_load(&ep_any_nested) &&
-			!atomic_load(&ep_kernel_waiters);
+	 * nothing but this wait's own armed look could need the arm: not
+	 * inside a wait of this thread that a signal handler interrupted
+	 * (other waits: xs_wake_others(), under the stream's lock). */
+	bool noarm_ok = xs_wake_depth() == (zero ? 0 : 1);
 
 	if (timeout) {
 		left = *timeout;
@@ -483,7 +481,9 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		    (arm || (how & EP_SPIN_CHAN) ||
 		     spin_looks % EP_SPIN_KERNEL_EVERY == 0)) {
 			inner = true;
-			k = ep_kernel_inner(epfd, events, max - 1, &inner);
+			/* half the room at most: the members' share as
+			 * when they are looked at first */
+			k = ep_kernel_inner(epfd, events, max / 2, &inner);
 			if (k >= 0) {
 				spin_looks = 1; /* the kernel's next turn */
 				if (!inner)	/* no look at the inner set */
@@ -638,7 +638,21 @@ enum ep_call { EP_CALL_WAIT, EP_CALL_PWAIT, EP_CALL_PWAIT2 };
  * goes on, emulated now, for the time left.
  */
 atomic_int ep_kernel_waiters;
-atomic_bool ep_any_nested;
+
+/* Whether @epfd has xsock members now (a kernel wait about to sleep). */
+static bool ep_members_now(int epfd)
+{
+	struct ep_set *ep = ep_hold(epfd);
+	bool some;
+
+	if (!ep)
+		return false;
+	pthread_mutex_lock(&ep->lock);
+	some = ep->nr > 0;
+	pthread_mutex_unlock(&ep->lock);
+	XS_SAVE_ERRNO(ep_put(ep));
+	return some;
+}
 
 static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 			  const struct timespec *timeout,
@@ -656,7 +670,14 @@ static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 			     ? INT_MAX
 			     : (int)((ep_ts_us(&left) + 999u) / 1000u);
 		atomic_fetch_add(&ep_kernel_waiters, 1);
-		if (call == EP_CALL_PWAIT2)
+		/* counted before the look at the set: a member added since
+		 * the wait began is looked at (emulated) below, or a busy
+		 * look elsewhere leaves its completion event to this sleep
+		 * (xs_wake_others()) */
+		xs_wake_outside(1);
+		if (ep_members_now(epfd))
+			rc = -2;
+		else if (call == EP_CALL_PWAIT2)
 			rc = xs_real.epoll_pwait2(epfd, events, max,
 						  timeout ? &left : NULL,
 						  sigmask);
@@ -666,7 +687,10 @@ static int ep_kernel_wait(int epfd, struct epoll_event *events, int max,
 		else
 			rc = XS_CALL(epoll_wait, epfd, events, max, ms);
 		XS_SAVE_ERRNO(atomic_fetch_sub(&ep_kernel_waiters, 1));
-		if (rc <= 0 || (rc = ep_unnest(events, rc)) > 0)
+		xs_wake_outside(-1);
+		if (rc == -2)
+			rc = 0; /* members now: emulated below */
+		else if (rc <= 0 || (rc = ep_unnest(events, rc)) > 0)
 			return rc;
 		if (timeout) {
 			now = xs_now_us();

@@ -46,8 +46,12 @@
 /* fd + 1 of each registered thread's eventfd, 0 for a free slot */
 static _Atomic int wake_slot[WAKE_SLOTS];
 static atomic_int wake_high; /* slots at or past this one were never used */
-/* threads inside an emulated wait, registered or not (xs_wake_others()) */
+/* threads inside an emulated wait, registered or not, and the waits
+ * outside the emulation that sleep on channel fds (xs_wake_outside()) */
 static atomic_int wake_inside;
+/* an epoll fd with xsock members went inside another wait (a fork keeps
+ * it: the sets are the child's too) */
+static atomic_bool wake_nested;
 
 /* Eventfds of threads that have exited, for the next thread. */
 static pthread_mutex_t wake_free_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -192,12 +196,23 @@ void xs_wake_drain(int fd)
 
 bool xs_wake_others(void)
 {
-	return atomic_load(&wake_inside) > (wake_self.depth > 0 ? 1 : 0);
+	return atomic_load(&wake_nested) ||
+	       atomic_load(&wake_inside) > (wake_self.depth > 0 ? 1 : 0);
 }
 
 int xs_wake_depth(void)
 {
 	return wake_self.depth;
+}
+
+void xs_wake_outside(int n)
+{
+	atomic_fetch_add(&wake_inside, n);
+}
+
+void xs_wake_nested(void)
+{
+	atomic_store(&wake_nested, true);
 }
 
 void xs_wake_all(void)
