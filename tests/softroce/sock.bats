@@ -32,6 +32,23 @@ xs_server()
 	server_ready "$1" rdma
 }
 
+# tcp_then_xsock NAME CONNS WANT SECONDS CMD... - CMD prints WANT and exits
+# 0 without the library (kernel TCP), then again under it with its CONNS
+# connections all over RDMA (NAME's counters); each run within SECONDS.
+tcp_then_xsock()
+{
+	local name=$1 conns=$2 want=$3 t=$4
+	shift 4
+	run --separate-stderr timeout "$t" "$@"
+	echo "kernel TCP: $output $stderr"
+	[[ $status == 0 && $output == "$want" ]]
+	run --separate-stderr timeout "$t" env $(xsenv "$name") "$@"
+	echo "xsock: $output $stderr (status $status)"
+	cat "$XS_RUN_DIR/$name.stats"
+	[[ $status == 0 && $output == "$want" ]]
+	[[ $(stat "$name" rdma) == "$conns" && $(stat "$name" tcp) == 0 ]]
+}
+
 # plain_server NAME [N] - the same server without xsock.
 plain_server()
 {
@@ -796,40 +813,20 @@ blast_ended()
 
 @test "sock: epoll_ctl by one thread wakes another asleep in epoll_wait on the set when it makes a member ready (EPOLLONESHOT re-armed, EPOLLOUT added, a socket with bytes unread added), as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
-	local want=$'oneshot: woken\nmodout: woken\naddin: woken'
-	run --separate-stderr timeout 60 build/tools/ctlwake "$XS_ADDR_A" "$port"
-	echo "kernel TCP: $output $stderr"
-	[[ $status == 0 && $output == "$want" ]]
-	run --separate-stderr timeout 60 env $(xsenv ctlwake) build/tools/ctlwake "$XS_ADDR_A" "$port"
-	echo "xsock: $output $stderr (status $status)"
-	cat "$XS_RUN_DIR/ctlwake.stats"
-	[[ $status == 0 && $output == "$want" ]]
-	[[ $(stat ctlwake rdma) == 4 && $(stat ctlwake tcp) == 0 ]]
+	tcp_then_xsock ctlwake 4 $'oneshot: woken\nmodout: woken\naddin: woken' 60 \
+		build/tools/ctlwake "$XS_ADDR_A" "$port"
 }
 
 @test "sock: one socket in two epoll sets of one thread: the set whose wait found it idle reports what the other set's look took in, and wakes for what comes next, as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
-	local want=$'idle: yes\ntaken: yes\nready: yes\nread: yes\nwoken: yes'
-	run --separate-stderr timeout 60 python3 tests/tools/epshare.py "$XS_ADDR_A" "$port"
-	echo "kernel TCP: $output $stderr"
-	[[ $status == 0 && $output == "$want" ]]
-	run --separate-stderr timeout 60 env $(xsenv epshare) python3 tests/tools/epshare.py "$XS_ADDR_A" "$port"
-	echo "xsock: $output $stderr (status $status)"
-	cat "$XS_RUN_DIR/epshare.stats"
-	[[ $status == 0 && $output == "$want" ]]
-	[[ $(stat epshare rdma) == 1 && $(stat epshare tcp) == 0 ]]
+	tcp_then_xsock epshare 1 $'idle: yes\ntaken: yes\nready: yes\nread: yes\nwoken: yes' 60 \
+		python3 tests/tools/epshare.py "$XS_ADDR_A" "$port"
 }
 
 @test "sock: a dispatcher thread on an EPOLLONESHOT set hands connections to a worker that re-arms each with EPOLL_CTL_MOD while the dispatcher sleeps: no wake-up lost, as over kernel TCP" {
 	xs_server "srv$BATS_TEST_NUMBER"
-	run --separate-stderr timeout 120 python3 tests/tools/oneshot_mt.py "$XS_ADDR_A" "$port" 8 200
-	echo "kernel TCP: $output $stderr"
-	[[ $status == 0 && $output == "rounds 1600 stalls 0" ]]
-	run --separate-stderr timeout 120 env $(xsenv oneshot) python3 tests/tools/oneshot_mt.py "$XS_ADDR_A" "$port" 8 200
-	echo "xsock: $output $stderr (status $status)"
-	cat "$XS_RUN_DIR/oneshot.stats"
-	[[ $status == 0 && $output == "rounds 1600 stalls 0" ]]
-	[[ $(stat oneshot rdma) == 8 && $(stat oneshot tcp) == 0 ]]
+	tcp_then_xsock oneshot 8 "rounds 1600 stalls 0" 120 \
+		python3 tests/tools/oneshot_mt.py "$XS_ADDR_A" "$port" 8 200
 }
 
 @test "sock: calls on a connection that neither end has used yet answer as the kernel's: an idle client's close reads as EOF, SO_RCVTIMEO bounds a read on either side, SO_ERROR is 0 once a read reported the peer's RST; the send after the peer's close draws EPIPE on the next one; FIONREAD counts the peer's first bytes, never ours" {
