@@ -249,31 +249,22 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 	return n;
 }
 
-/* The kernel's ready entries of the application's set @epfd, without
- * the inner set's own (epoll_wait's return). */
-static int ep_kernel(int epfd, struct epoll_event *ev, int max)
-{
-	int k = XS_CALL(epoll_wait, epfd, ev, max, 0);
-
-	return k > 0 ? ep_unnest(ev, k) : k;
-}
-
 /*
- * ep_kernel() for a look that would read the inner set too: the inner set
- * is in the application's (ep_nest_sync()), so the same answer says
- * whether one of its fds is readable. @inner: set false when it is surely
- * not (its entry absent from an answer with room to spare). Return: as
- * ep_kernel().
+ * The kernel's ready entries of the application's set @epfd, without
+ * the inner set's own (epoll_wait's return). The inner set is in the
+ * application's (ep_nest_sync()), so the same answer says whether one of
+ * its fds is readable: *@inner (may be NULL), false when it is surely
+ * not (its entry absent from an answer with room to spare).
  */
-static int ep_kernel_inner(int epfd, struct epoll_event *ev, int max,
-			   bool *inner)
+static int ep_kernel(int epfd, struct epoll_event *ev, int max, bool *inner)
 {
 	int k = XS_CALL(epoll_wait, epfd, ev, max, 0), n;
 
 	if (k < 0)
 		return k;
 	n = ep_unnest(ev, k);
-	*inner = n < k || k == max;
+	if (inner)
+		*inner = n < k || k == max;
 	return n;
 }
 
@@ -426,7 +417,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		/* One event only: the kernel's fds and ours take turns, so
 		 * neither starves the other (the kernel's round robin). */
 		if (max == 1 && (ep->kernel_first = !ep->kernel_first)) {
-			k = ep_kernel(epfd, events, 1);
+			k = ep_kernel(epfd, events, 1, NULL);
 			if (k > 0) {
 				ep->quiet = false;
 				return k;
@@ -480,10 +471,9 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		    !__atomic_load_n(&ep->connecting, __ATOMIC_RELAXED) &&
 		    (arm || (how & EP_SPIN_CHAN) ||
 		     spin_looks % EP_SPIN_KERNEL_EVERY == 0)) {
-			inner = true;
 			/* half the room at most: the members' share as
 			 * when they are looked at first */
-			k = ep_kernel_inner(epfd, events, max / 2, &inner);
+			k = ep_kernel(epfd, events, max / 2, &inner);
 			if (k >= 0) {
 				spin_looks = 1; /* the kernel's next turn */
 				if (!inner)	/* no look at the inner set */
@@ -510,7 +500,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		 * system call each */
 		if (k < 0 && n < max && (!kernel_quiet || n) &&
 		    (arm || spin_looks++ % EP_SPIN_KERNEL_EVERY == 0)) {
-			k = ep_kernel(epfd, events + n, max - n);
+			k = ep_kernel(epfd, events + n, max - n, NULL);
 			if (k < 0 && !n)
 				return -1;
 			n += k > 0 ? k : 0;
