@@ -190,6 +190,61 @@ int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
 		   int ms);
 
+/* A job for xs_workers_run(), embedded in the caller's own struct. */
+struct xs_job {
+	void (*run)(struct xs_job *job); /* frees what holds the job */
+	struct xs_job *next;		 /* in the queue */
+};
+
+/* The @type whose @member is the xs_job at @job. */
+#define xs_job_owner(job, type, member)                                        \
+	((type *)(void *)((char *)(job)-offsetof(type, member)))
+
+/*
+ * A pool of the library's threads (core/thread.c) that run jobs in the
+ * order they came: at most @max at once, the others queued. A worker
+ * that finds the queue empty waits @linger_ms for the next job, then
+ * ends: a program that connects once in a while keeps no thread, and one
+ * that connects again and again starts none per connection (a thread's
+ * start is a clone(), a stack mmap() and a first schedule: 0.4-0.8 ms in
+ * the Soft-RoCE guest, measured between a probe's request and its thread
+ * in xsock-cm's trace log). A forked child's pools start empty: the
+ * parent's workers run the parent's queue. Fields: w->lock guards them
+ * all but registered.
+ */
+struct xs_workers {
+	pthread_mutex_t lock;
+	pthread_cond_t more; /* CLOCK_REALTIME: a job for an idle worker */
+	struct xs_job *head, *tail;
+	unsigned int queued;  /* jobs no worker has taken yet */
+	unsigned int running; /* workers alive */
+	unsigned int idle;    /* of them, waiting for a job */
+	unsigned int max;
+	int linger_ms;
+	const char *name;	 /* the workers' thread name, or NULL */
+	_Atomic bool registered; /* held across fork() (core/thread.c) */
+};
+
+#define XS_WORKERS_INIT(max_, linger_ms_, name_)                               \
+	{                                                                      \
+		.lock = PTHREAD_MUTEX_INITIALIZER,                             \
+		.more = PTHREAD_COND_INITIALIZER, .max = (max_),               \
+		.linger_ms = (linger_ms_), .name = (name_)                     \
+	}
+
+/**
+ * xs_workers_run() - have @job run on a worker of @w: an idle one, else a
+ *                    new one while fewer than w->max run, else the first
+ *                    that comes free
+ * @w:   the pool
+ * @job: job->run set; it runs on a thread of ours, signals blocked
+ * Context: any thread; takes w->lock (a leaf lock).
+ * Return: 0 (the job will run), or the negative errno of
+ *         xs_thread_start() when no worker runs to take it (the job is
+ *         the caller's again).
+ */
+int xs_workers_run(struct xs_workers *w, struct xs_job *job);
+
 /**
  * xs_fd_high() - move a library-owned fd up, to RLIMIT_NOFILE / 2 or
  *                above, so that the application's own fds stay as small

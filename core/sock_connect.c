@@ -427,8 +427,8 @@ struct sock_connecting {
 	struct sockaddr_storage addr, rdma_addr; /* as given; unmapped */
 	socklen_t len;
 	struct xs_conn_params p;
-	unsigned int forks;	      /* sock_forks when the connect began */
-	struct sock_connecting *next; /* in the queue of sock_cw_head */
+	unsigned int forks; /* sock_forks when the connect began */
+	struct xs_job job;  /* on sock_cw */
 };
 
 /*
@@ -444,15 +444,20 @@ struct sock_connecting {
  * XSOCK_CONNECT_TIMEOUT_MS) from stalling the connects behind them. A
  * queued connect's time limit starts when a worker takes it; meanwhile
  * the application sees it in progress, as a kernel connect to a slow peer.
+ * An idle worker waits SOCK_CONNECT_LINGER_MS for the next connect (a
+ * client that opens a connection per request, such as ab or wrk against
+ * a server that closes, starts no thread per connection).
  */
-#define SOCK_CONNECT_WORKERS 64
+#define SOCK_CONNECT_WORKERS   64
+#define SOCK_CONNECT_LINGER_MS 2000
 
-/* the queue and the number of workers running: a leaf lock (no other
- * lock is taken under it), taken around fork() (sock_cw_atfork()) */
-static pthread_mutex_t sock_cw_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sock_connecting *sock_cw_head, *sock_cw_tail;
-static unsigned int sock_cw_workers;
-static pthread_once_t sock_cw_once = PTHREAD_ONCE_INIT;
+static void sock_connect_job(struct xs_job *job);
+
+/* a forked child's copy of the queue is the parent's work (its workers
+ * run it there, and the child learns each outcome as it does for a
+ * connect that was running: sock_connect_elsewhere()) */
+static struct xs_workers sock_cw =
+	XS_WORKERS_INIT(SOCK_CONNECT_WORKERS, SOCK_CONNECT_LINGER_MS, NULL);
 
 /* Whether the process forked since @a began: a child may hold the socket. */
 static bool sock_connect_shared(const struct sock_connecting *a)
@@ -571,84 +576,19 @@ static void sock_connect_run(struct sock_connecting *a)
 	free(a);
 }
 
-/* A connect worker: runs @arg's connect, then the queued ones, and ends
- * when the queue is empty. */
-static void *sock_connect_worker(void *arg)
+static void sock_connect_job(struct xs_job *job)
 {
-	struct sock_connecting *a = arg;
 	XS_INSIDE(); /* a thread of ours: the handshakes, maybe last puts */
 
-	while (a) {
-		sock_connect_run(a);
-		pthread_mutex_lock(&sock_cw_lock);
-		a = sock_cw_head;
-		if (a) {
-			sock_cw_head = a->next;
-			if (!sock_cw_head)
-				sock_cw_tail = NULL;
-		} else {
-			sock_cw_workers--;
-		}
-		pthread_mutex_unlock(&sock_cw_lock);
-	}
-	return NULL;
+	sock_connect_run(xs_job_owner(job, struct sock_connecting, job));
 }
 
-/* fork(): the queue's lock is free in both processes after it; the
- * child's copy of the queue is the parent's work (its workers run it
- * there, and the child learns each outcome as it does for a connect
- * that was running: sock_connect_elsewhere()), so it starts empty. */
-static void sock_cw_prepare(void)
-{
-	pthread_mutex_lock(&sock_cw_lock);
-}
-
-static void sock_cw_parent(void)
-{
-	pthread_mutex_unlock(&sock_cw_lock);
-}
-
-static void sock_cw_child(void)
-{
-	sock_cw_head = sock_cw_tail = NULL;
-	sock_cw_workers = 0;
-	pthread_mutex_unlock(&sock_cw_lock);
-}
-
-static void sock_cw_atfork(void)
-{
-	(void)pthread_atfork(sock_cw_prepare, sock_cw_parent, sock_cw_child);
-}
-
-/* Run @a on a worker: a new one while fewer than SOCK_CONNECT_WORKERS
- * run, else (or when no thread can start but one runs) the queue.
- * Return: 0, or a negative errno when no worker will run it. */
+/* Run @a on a connect worker (see SOCK_CONNECT_WORKERS). Return: 0, or a
+ * negative errno when no worker will run it. */
 static int sock_connect_queue(struct sock_connecting *a)
 {
-	int rc;
-
-	pthread_once(&sock_cw_once, sock_cw_atfork);
-	pthread_mutex_lock(&sock_cw_lock);
-	if (sock_cw_workers < SOCK_CONNECT_WORKERS) {
-		sock_cw_workers++;
-		pthread_mutex_unlock(&sock_cw_lock);
-		rc = xs_thread_start(sock_connect_worker, a, 0, NULL);
-		if (!rc)
-			return 0;
-		pthread_mutex_lock(&sock_cw_lock);
-		if (--sock_cw_workers == 0) {
-			pthread_mutex_unlock(&sock_cw_lock);
-			return rc;
-		}
-	}
-	a->next = NULL;
-	if (sock_cw_tail)
-		sock_cw_tail->next = a;
-	else
-		sock_cw_head = a;
-	sock_cw_tail = a;
-	pthread_mutex_unlock(&sock_cw_lock);
-	return 0;
+	a->job.run = sock_connect_job;
+	return xs_workers_run(&sock_cw, &a->job);
 }
 
 /*

@@ -7,6 +7,7 @@
  * pthread_create() (a new thread inherits its creator's), then restored.
  * Context: any thread.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -60,4 +61,158 @@ void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
 		pthread_cond_timedwait(cond, lock, &ts);
 	*kicked = false;
 	pthread_mutex_unlock(lock);
+}
+
+/*
+ * fork(): every pool that ran a job is held across it, so its queue and
+ * counts are whole in both processes; a child's pools start empty (the
+ * parent's workers run the parent's queue, and no worker runs in the
+ * child). workers_all is a leaf lock, taken before any pool's.
+ */
+#define WORKERS_POOLS 8
+static pthread_mutex_t workers_all = PTHREAD_MUTEX_INITIALIZER;
+static struct xs_workers *workers_pools[WORKERS_POOLS]; /* workers_all */
+static unsigned int workers_nr;				/* workers_all */
+static pthread_once_t workers_once = PTHREAD_ONCE_INIT;
+
+static void workers_prepare(void)
+{
+	pthread_mutex_lock(&workers_all);
+	for (unsigned int i = 0; i < workers_nr; i++)
+		pthread_mutex_lock(&workers_pools[i]->lock);
+}
+
+static void workers_parent(void)
+{
+	for (unsigned int i = workers_nr; i-- > 0;)
+		pthread_mutex_unlock(&workers_pools[i]->lock);
+	pthread_mutex_unlock(&workers_all);
+}
+
+static void workers_child(void)
+{
+	for (unsigned int i = workers_nr; i-- > 0;) {
+		struct xs_workers *w = workers_pools[i];
+
+		w->head = w->tail = NULL;
+		w->queued = w->running = w->idle = 0;
+		pthread_cond_init(&w->more, NULL);
+		pthread_mutex_unlock(&w->lock);
+	}
+	pthread_mutex_unlock(&workers_all);
+}
+
+static void workers_atfork(void)
+{
+	(void)pthread_atfork(workers_prepare, workers_parent, workers_child);
+}
+
+/* @w among the pools held across fork(), from its first job on. */
+static void workers_register(struct xs_workers *w)
+{
+	pthread_once(&workers_once, workers_atfork);
+	pthread_mutex_lock(&workers_all);
+	if (!w->registered && workers_nr < WORKERS_POOLS) {
+		workers_pools[workers_nr++] = w;
+		w->registered = true;
+	}
+	pthread_mutex_unlock(&workers_all);
+}
+
+/* CLOCK_REALTIME @ms from now, for pthread_cond_timedwait(). */
+static void workers_deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* A worker: runs queued jobs (each raises the reentrancy depth where it
+ * calls the library, XS_INSIDE()); ends once none came for w->linger_ms. */
+static void *workers_main(void *arg)
+{
+	struct xs_workers *w = arg;
+	struct xs_job *job;
+	struct timespec ts;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		if (!w->head) {
+			workers_deadline(&ts, w->linger_ms);
+			w->idle++;
+			while (!w->head &&
+			       pthread_cond_timedwait(&w->more, &w->lock,
+						      &ts) != ETIMEDOUT)
+				;
+			w->idle--;
+			if (!w->head)
+				break;
+		}
+		job = w->head;
+		w->head = job->next;
+		if (!w->head)
+			w->tail = NULL;
+		w->queued--;
+		pthread_mutex_unlock(&w->lock);
+		job->run(job);
+		pthread_mutex_lock(&w->lock);
+	}
+	w->running--;
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int xs_workers_run(struct xs_workers *w, struct xs_job *job)
+{
+	struct xs_job **pp;
+	int rc;
+
+	if (!atomic_load_explicit(&w->registered, memory_order_acquire))
+		workers_register(w);
+	job->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	if (w->tail)
+		w->tail->next = job;
+	else
+		w->head = job;
+	w->tail = job;
+	w->queued++;
+	if (w->queued <= w->idle) {
+		pthread_cond_signal(&w->more);
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	if (w->running >= w->max) { /* a worker takes it when free */
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	w->running++;
+	pthread_mutex_unlock(&w->lock);
+	rc = xs_thread_start(workers_main, w, 0, w->name);
+	if (rc == 0)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	if (--w->running == 0) {
+		/* no worker will take it: the caller's again, unless one
+		 * that ended meanwhile took it already */
+		for (pp = &w->head; *pp && *pp != job; pp = &(*pp)->next)
+			;
+		if (*pp) {
+			*pp = job->next;
+			if (w->tail == job) {
+				w->tail = NULL;
+				for (pp = &w->head; *pp; pp = &(*pp)->next)
+					w->tail = *pp;
+			}
+			w->queued--;
+			pthread_mutex_unlock(&w->lock);
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return 0;
 }
