@@ -217,6 +217,19 @@ static void conn_fill_hello(struct xs_conn *c, const struct xs_conn_params *p)
 			 : (uint64_t)(uintptr_t)c ^ (uint64_t)conn_now_ms();
 }
 
+/* XS_ACK_TIMEOUT for the QP that @id connects. */
+static void conn_ack_timeout(struct rdma_cm_id *id)
+{
+	uint8_t ack_timeout = XS_ACK_TIMEOUT;
+
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &ack_timeout, sizeof(ack_timeout)))
+		xs_log_once(XS_LOG_INFO, "conn",
+			    "cannot set the ACK timeout (%s): the fabric's "
+			    "default applies",
+			    strerror(errno));
+}
+
 /* CQ, completion channel, QP and the receive ring on c->id. */
 static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 {
@@ -224,7 +237,6 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	struct ibv_qp_init_attr attr;
 	uint32_t inline_max = p->inline_max;
 	uint32_t send_sge = 2;
-	uint8_t ack_timeout = XS_ACK_TIMEOUT;
 	unsigned int i, nr_rx;
 	int rc = 0;
 
@@ -271,12 +283,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	}
 	c->max_inline = attr.cap.max_inline_data;
 	c->max_send_sge = attr.cap.max_send_sge;
-	if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
-			    &ack_timeout, sizeof(ack_timeout)))
-		xs_log_once(XS_LOG_INFO, "conn",
-			    "cannot set the ACK timeout (%s): the fabric's "
-			    "default applies",
-			    strerror(errno));
+	conn_ack_timeout(c->id);
 	c->rx = calloc(nr_rx, sizeof(*c->rx));
 	if (!c->rx)
 		return -ENOMEM;
@@ -327,18 +334,30 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
 }
 
-/* conn_route()'s steps on @c: the caller destroys it when they fail. */
+/* @c's CM event channel and cm_id. Return: 0 or a negative errno. */
+static int conn_open(struct xs_conn *c)
+{
+	c->ch = conn_channel();
+	if (!c->ch)
+		return -errno;
+	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
+		return -errno;
+	return 0;
+}
+
+/* conn_route()'s steps on @c (its cm_id made here unless it has one, bound
+ * by xs_conn_prepare()): the caller destroys it when they fail. */
 static int conn_route_steps(struct xs_conn *c, const struct sockaddr *dst,
 			    int64_t deadline, int timeout_ms)
 {
 	struct rdma_cm_event *ev;
 	int rc;
 
-	c->ch = conn_channel();
-	if (!c->ch)
-		return -errno;
-	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
-		return -errno;
+	if (!c->id) {
+		rc = conn_open(c);
+		if (rc)
+			return rc;
+	}
 	rc = conn_resolve_addr(c, dst, deadline);
 	if (rc)
 		return rc;
@@ -386,46 +405,106 @@ static int conn_route(struct xs_conn **out, const struct sockaddr *dst,
 	return 0;
 }
 
-int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
+int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
 		    const struct xs_conn_params *p)
 {
-	int64_t deadline = conn_now_ms() + p->timeout_ms;
-	uint8_t hello[XS_WIRE_HELLO_LEN];
-	struct rdma_conn_param param;
-	struct rdma_cm_event *ev;
+	struct sockaddr_storage local;
 	struct xs_conn *c;
 	int rc;
 
-	rc = conn_route(&c, dst, deadline, p->timeout_ms);
+	if (src->sa_family == AF_INET) {
+		memcpy(&local, src, sizeof(struct sockaddr_in));
+		((struct sockaddr_in *)&local)->sin_port = 0;
+	} else if (src->sa_family == AF_INET6) {
+		memcpy(&local, src, sizeof(struct sockaddr_in6));
+		((struct sockaddr_in6 *)&local)->sin6_port = 0;
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	xs_dev_note_rdma_cm();
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->setup_us = xs_now_us();
+	rc = conn_open(c);
+	if (!rc && rdma_bind_addr(c->id, (struct sockaddr *)&local))
+		rc = -errno;
+	/* an address of no RDMA device binds none; iWARP: as conn_route */
+	if (!rc && !c->id->verbs)
+		rc = -EADDRNOTAVAIL;
+	if (!rc && c->id->verbs->device->transport_type == IBV_TRANSPORT_IWARP)
+		rc = -EPROTONOSUPPORT;
+	if (!rc)
+		rc = conn_setup_qp(c, p);
+	if (rc) {
+		xs_conn_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* The REQ of @c (a fresh one, or one that xs_conn_prepare() made) to @dst,
+ * and its answer, within @deadline: the rest of xs_conn_connect(). The
+ * caller destroys @c when it fails. */
+static int conn_connect(struct xs_conn *c, const struct sockaddr *dst,
+			const struct xs_conn_params *p, int64_t deadline)
+{
+	uint8_t hello[XS_WIRE_HELLO_LEN];
+	struct rdma_conn_param param;
+	struct rdma_cm_event *ev;
+	int rc;
+
+	rc = conn_route_steps(c, dst, deadline, p->timeout_ms);
 	if (rc)
 		return rc;
-	rc = conn_setup_qp(c, p);
-	if (rc)
-		goto out_destroy;
+	if (!c->id->qp) {
+		rc = conn_setup_qp(c, p);
+		if (rc)
+			return rc;
+	}
 	conn_fill_hello(c, p);
 	xs_wire_hello_encode(&c->local, hello);
 	conn_param(&param, hello, c->dev, NULL);
-	if (rdma_connect(c->id, &param)) {
-		rc = -errno;
-		goto out_destroy;
-	}
+	if (rdma_connect(c->id, &param))
+		return -errno;
 	xs_dbg("conn", "connect request sent");
 	rc = conn_expect(c->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
 	if (rc)
-		goto out_destroy;
+		return rc;
 	rc = xs_wire_hello_decode(ev->param.conn.private_data,
 				  ev->param.conn.private_data_len, &c->peer);
 	rdma_ack_cm_event(ev);
-	if (rc) {
-		rc = -EPROTO; /* an rdma_cm server that is not xsock */
-		goto out_destroy;
-	}
+	if (rc)
+		return -EPROTO; /* an rdma_cm server that is not xsock */
 	c->setup_us = xs_now_us() - c->setup_us;
-	*out = c;
 	return 0;
+}
 
-out_destroy:
-	xs_conn_destroy(c);
+int xs_conn_connect_prepared(struct xs_conn *c, const struct sockaddr *dst,
+			     const struct xs_conn_params *p)
+{
+	int rc = conn_connect(c, dst, p, conn_now_ms() + p->timeout_ms);
+
+	if (rc)
+		xs_conn_destroy(c);
+	return rc;
+}
+
+int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
+		    const struct xs_conn_params *p)
+{
+	struct xs_conn *c;
+	int rc;
+
+	xs_dev_note_rdma_cm();
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->setup_us = xs_now_us();
+	rc = xs_conn_connect_prepared(c, dst, p);
+	if (rc == 0)
+		*out = c;
 	return rc;
 }
 
@@ -593,7 +672,33 @@ int xs_listener_fd(const struct xs_listener *l)
 	return l->ch->fd;
 }
 
-/* A connection request: validate, set up and accept, or reject. */
+/*
+ * Give @c's QP, which xs_conn_prepare() made on a cm_id bound to this
+ * device, to request @cid: rdma_accept() then takes it from INIT on (its
+ * attributes again from @cid, then RTR) exactly as a QP that
+ * rdma_create_qp() made on @cid; the bound cm_id goes. Return: false, @c
+ * destroyed, when the request came on another device.
+ */
+static bool conn_adopt(struct xs_conn *c, struct rdma_cm_id *cid)
+{
+	struct rdma_cm_id *bound = c->id;
+
+	if (bound->verbs != cid->verbs) {
+		xs_conn_destroy(c);
+		return false;
+	}
+	cid->qp = bound->qp;
+	cid->pd = bound->pd;
+	bound->qp = NULL;
+	rdma_destroy_id(bound);
+	c->id = cid;
+	cid->context = c;
+	conn_ack_timeout(cid);
+	return true;
+}
+
+/* A connection request: validate, set up (on the QP made ahead for it,
+ * l->prepared, when there is one) and accept, or reject. */
 static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *cid = ev->id;
@@ -643,24 +748,31 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 	rc = -ENOBUFS;
 	if (l->nr_pending + l->nr_ready >= l->backlog)
 		goto out_reject;
-	c = calloc(1, sizeof(*c));
-	rc = -ENOMEM;
-	if (!c)
-		goto out_reject;
-	c->id = cid;
+	c = l->prepared ? l->prepared(peer.conn_id, rdma_get_peer_addr(cid))
+			: NULL;
+	if (c && !conn_adopt(c, cid))
+		c = NULL;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		rc = -ENOMEM;
+		if (!c)
+			goto out_reject;
+		c->id = cid;
+		cid->context = c;
+		rc = conn_setup_qp(c, &l->params);
+		if (rc)
+			goto out_reject;
+		/* Its own event channel now, not once established: an fd
+		 * that is not there (RLIMIT_NOFILE) is a reject the client
+		 * falls back from, never a connection it thinks is up and the
+		 * server drops. (A prepared one has its own already.) */
+		c->ch = conn_channel();
+		rc = -errno;
+		if (!c->ch)
+			goto out_reject;
+	}
 	c->peer = peer;
 	c->setup_us = xs_now_us();
-	cid->context = c;
-	rc = conn_setup_qp(c, &l->params);
-	if (rc)
-		goto out_reject;
-	/* Its own event channel now, not once established: an fd that is
-	 * not there (RLIMIT_NOFILE) is a reject the client falls back from,
-	 * never a connection it thinks is up and the server drops. */
-	c->ch = conn_channel();
-	rc = -errno;
-	if (!c->ch)
-		goto out_reject;
 	conn_fill_hello(c, &l->params);
 	xs_wire_hello_encode(&c->local, hello);
 	conn_param(&param, hello, c->dev, &req);

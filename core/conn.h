@@ -117,6 +117,12 @@ struct xs_listener {
 	unsigned int nr_ready;
 	unsigned int nr_pending; /* accepted requests not yet established */
 	unsigned int backlog;	 /* nr_pending + nr_ready stay below it */
+	/* The owner's: the connection xs_conn_prepare() made ahead for the
+	 * request whose hello carries @conn_id from @peer (taken: the
+	 * request's from then on), or NULL; called in xs_listener_poll()
+	 * and xs_listener_accept(). NULL: every request makes its own. */
+	struct xs_conn *(*prepared)(uint64_t conn_id,
+				    const struct sockaddr *peer);
 };
 
 /**
@@ -130,6 +136,39 @@ struct xs_listener {
  */
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		    const struct xs_conn_params *p);
+
+/**
+ * xs_conn_prepare() - the part of a connection that needs no destination:
+ * CM channel, a cm_id bound to @src's address (port 0: an ephemeral one),
+ * and on that device the CQ, the QP and its posted receive ring
+ * @out: the connection, not connected, on success
+ * @src: AF_INET or AF_INET6 local address of an RDMA device: the one the
+ *       route to the destination leaves from (a client's kernel TCP
+ *       connection's own address); its port is ignored
+ * @p:   what the connection will offer, as for xs_conn_connect() (its
+ *       token may still change: it only goes in the REQ)
+ *
+ * A client makes it while it waits for what names the destination (the
+ * server's XS_TCP_REPLY), so that the QP's setup overlaps that wait.
+ * Context: blocks on rdma-core calls only (no network round trip).
+ * Return: 0; -EADDRNOTAVAIL when no RDMA device has @src; -EPROTONOSUPPORT
+ *         on iWARP; or an errno of the list above. Give the connection to
+ *         xs_conn_connect_prepared() or xs_conn_destroy().
+ */
+int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
+		    const struct xs_conn_params *p);
+
+/**
+ * xs_conn_connect_prepared() - connect @c, from xs_conn_prepare(), to @dst
+ * @c:   the prepared connection: established on success, destroyed on
+ *       failure
+ * @dst: as for xs_conn_connect(), reached from @c's bound address
+ * @p:   as for xs_conn_connect(); p->token goes in the REQ's hello
+ *
+ * Context: blocks as xs_conn_connect(). Return: as xs_conn_connect().
+ */
+int xs_conn_connect_prepared(struct xs_conn *c, const struct sockaddr *dst,
+			     const struct xs_conn_params *p);
 
 /**
  * xs_conn_probe() - ask whether an xsock listener serves @dst's port
