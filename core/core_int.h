@@ -193,7 +193,8 @@ void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
 /* A job for xs_workers_run(), embedded in the caller's own struct. */
 struct xs_job {
 	void (*run)(struct xs_job *job); /* frees what holds the job */
-	struct xs_job *next;		 /* in the queue */
+	struct xs_workers *pool;	 /* the pool that runs it */
+	struct xs_job *next;		 /* in its queue */
 };
 
 /* The @type whose @member is the xs_job at @job. */
@@ -240,7 +241,7 @@ struct xs_workers {
  * @job: job->run set; it runs on a thread of ours, signals blocked
  * Context: any thread; takes w->lock (a leaf lock).
  * Return: 0 (the job will run), or the negative errno of
- *         xs_thread_start() when no worker runs to take it (the job is
+ *         xs_thread_start() when no worker can start for it (the job is
  *         the caller's again).
  */
 int xs_workers_run(struct xs_workers *w, struct xs_job *job);

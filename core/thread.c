@@ -131,16 +131,20 @@ static void workers_deadline(struct timespec *ts, int ms)
 	}
 }
 
-/* A worker: runs queued jobs (each raises the reentrancy depth where it
- * calls the library, XS_INSIDE()); ends once none came for w->linger_ms. */
+/*
+ * A worker: runs the job it was started for, then queued ones (each job
+ * raises the reentrancy depth where it calls the library, XS_INSIDE());
+ * ends once none came for w->linger_ms.
+ */
 static void *workers_main(void *arg)
 {
-	struct xs_workers *w = arg;
-	struct xs_job *job;
+	struct xs_job *job = arg;
+	struct xs_workers *w = job->pool;
 	struct timespec ts;
 
-	pthread_mutex_lock(&w->lock);
 	for (;;) {
+		job->run(job);
+		pthread_mutex_lock(&w->lock);
 		if (!w->head) {
 			workers_deadline(&ts, w->linger_ms);
 			w->idle++;
@@ -158,8 +162,6 @@ static void *workers_main(void *arg)
 			w->tail = NULL;
 		w->queued--;
 		pthread_mutex_unlock(&w->lock);
-		job->run(job);
-		pthread_mutex_lock(&w->lock);
 	}
 	w->running--;
 	pthread_mutex_unlock(&w->lock);
@@ -168,51 +170,56 @@ static void *workers_main(void *arg)
 
 int xs_workers_run(struct xs_workers *w, struct xs_job *job)
 {
-	struct xs_job **pp;
 	int rc;
 
 	if (!atomic_load_explicit(&w->registered, memory_order_acquire))
 		workers_register(w);
+	job->pool = w;
 	job->next = NULL;
 	pthread_mutex_lock(&w->lock);
-	if (w->tail)
-		w->tail->next = job;
-	else
-		w->head = job;
-	w->tail = job;
-	w->queued++;
-	if (w->queued <= w->idle) {
-		pthread_cond_signal(&w->more);
+	/* queued only where a worker that runs will take it: an idle one,
+	 * or (all busy) the first that comes free */
+	if (w->queued < w->idle || w->running >= w->max) {
+		if (w->tail)
+			w->tail->next = job;
+		else
+			w->head = job;
+		w->tail = job;
+		w->queued++;
+		if (w->idle)
+			pthread_cond_signal(&w->more);
 		pthread_mutex_unlock(&w->lock);
 		return 0;
 	}
-	if (w->running >= w->max) { /* a worker takes it when free */
-		pthread_mutex_unlock(&w->lock);
-		return 0;
-	}
+	/* else a new worker, with @job as its first: a start that fails
+	 * leaves nothing queued, and the job is the caller's again */
 	w->running++;
 	pthread_mutex_unlock(&w->lock);
-	rc = xs_thread_start(workers_main, w, 0, w->name);
+	rc = xs_thread_start(workers_main, job, 0, w->name);
 	if (rc == 0)
 		return 0;
 	pthread_mutex_lock(&w->lock);
-	if (--w->running == 0) {
-		/* no worker will take it: the caller's again, unless one
-		 * that ended meanwhile took it already */
-		for (pp = &w->head; *pp && *pp != job; pp = &(*pp)->next)
-			;
-		if (*pp) {
-			*pp = job->next;
-			if (w->tail == job) {
-				w->tail = NULL;
-				for (pp = &w->head; *pp; pp = &(*pp)->next)
-					w->tail = *pp;
-			}
-			w->queued--;
-			pthread_mutex_unlock(&w->lock);
-			return rc;
-		}
+	w->running--;
+	/* jobs queued behind starts that all failed: a worker for them if
+	 * one starts now, else the next job's worker takes them */
+	job = !w->running ? w->head : NULL;
+	if (job) {
+		w->head = job->next;
+		if (!w->head)
+			w->tail = NULL;
+		w->queued--;
+		w->running++;
 	}
 	pthread_mutex_unlock(&w->lock);
-	return 0;
+	if (job && xs_thread_start(workers_main, job, 0, w->name)) {
+		pthread_mutex_lock(&w->lock);
+		w->running--;
+		job->next = w->head;
+		w->head = job;
+		if (!w->tail)
+			w->tail = job;
+		w->queued++;
+		pthread_mutex_unlock(&w->lock);
+	}
+	return rc;
 }

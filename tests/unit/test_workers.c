@@ -2,8 +2,11 @@
  * tests/unit/test_workers.c - the worker pools of core/thread.c: jobs run
  * in the order they came, at most w->max at once; a worker that finds no
  * job waits w->linger_ms for one and is reused, then ends; a forked
- * child's pools start empty and start workers of their own.
+ * child's pools start empty and start workers of their own; a job whose
+ * worker cannot start is the caller's again, and one queued behind it
+ * still runs (pthread_create() below stands in for libc's to fail).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -36,6 +39,40 @@ struct tjob {
 };
 
 static struct tjob jobs[JOBS];
+
+static void *submit_held(void *arg);
+
+/* pthread_create() fails its next create_fail calls with EAGAIN; while
+ * create_hold is set, a call waits for it to clear first */
+static int create_fail;
+static bool create_hold, create_held;
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t create_cond = PTHREAD_COND_INITIALIZER;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+		   void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *,
+			   void *(*)(void *), void *);
+	bool fail;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+	if (fn == submit_held) /* the test's own thread */
+		return real(t, attr, fn, arg);
+	pthread_mutex_lock(&create_lock);
+	if (create_hold) {
+		create_held = true;
+		pthread_cond_broadcast(&create_cond);
+		while (create_hold)
+			pthread_cond_wait(&create_cond, &create_lock);
+	}
+	fail = create_fail > 0;
+	if (fail)
+		create_fail--;
+	pthread_mutex_unlock(&create_lock);
+	return fail ? EAGAIN : real(t, attr, fn, arg);
+}
 
 static void tjob_run(struct xs_job *job)
 {
@@ -197,4 +234,57 @@ XT_TEST(a_forked_child_starts_with_its_pools_empty)
 	wait_done(2);
 	XT_ASSERT_EQ(rec.order[0], 0);
 	XT_ASSERT_EQ(rec.order[1], 1);
+}
+
+static struct xs_workers held_pool = XS_WORKERS_INIT(1, 1000, NULL);
+static int held_rc = 1;
+
+static void *submit_held(void *arg)
+{
+	(void)arg;
+	jobs[0].index = 0;
+	jobs[0].job.run = tjob_run;
+	held_rc = xs_workers_run(&held_pool, &jobs[0].job);
+	return NULL;
+}
+
+XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_the_queue_runs)
+{
+	static struct xs_workers w = XS_WORKERS_INIT(4, 1000, NULL);
+	pthread_t t;
+
+	/* no worker starts: the caller keeps the job, nothing is queued */
+	create_fail = 1;
+	jobs[0].index = 0;
+	jobs[0].job.run = tjob_run;
+	XT_ASSERT_EQ(xs_workers_run(&w, &jobs[0].job), -EAGAIN);
+	XT_ASSERT_EQ(running(&w), 0);
+	pthread_mutex_lock(&w.lock);
+	XT_ASSERT_EQ(w.queued, 0);
+	XT_ASSERT(w.head == NULL);
+	pthread_mutex_unlock(&w.lock);
+	XT_ASSERT_EQ(rec.done, 0);
+
+	/* a job queued behind a start that then fails still runs */
+	create_hold = true;
+	create_fail = 1;
+	XT_ASSERT_EQ(pthread_create(&t, NULL, submit_held, NULL), 0);
+	pthread_mutex_lock(&create_lock);
+	while (!create_held)
+		pthread_cond_wait(&create_cond, &create_lock);
+	pthread_mutex_unlock(&create_lock);
+	submit(&held_pool, 1); /* the one worker slot is taken: queued */
+	pthread_mutex_lock(&held_pool.lock);
+	XT_ASSERT_EQ(held_pool.queued, 1);
+	pthread_mutex_unlock(&held_pool.lock);
+	pthread_mutex_lock(&create_lock);
+	create_hold = false;
+	pthread_cond_broadcast(&create_cond);
+	pthread_mutex_unlock(&create_lock);
+	XT_ASSERT_EQ(pthread_join(t, NULL), 0);
+	XT_ASSERT_EQ(held_rc, -EAGAIN);
+	wait_done(1);
+	XT_ASSERT_EQ(rec.order[0], 1);
+	usleep(100 * 1000);
+	XT_ASSERT_EQ(rec.done, 1); /* job 0 never ran */
 }
