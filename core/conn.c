@@ -334,10 +334,12 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 	param->rnr_retry_count = 7; /* credits prevent RNR; 7 = retry forever */
 }
 
-/* @c's CM event channel and cm_id. Return: 0 or a negative errno. */
+/* @c's CM event channel (unless it has one) and cm_id. Return: 0 or a
+ * negative errno. */
 static int conn_open(struct xs_conn *c)
 {
-	c->ch = conn_channel();
+	if (!c->ch)
+		c->ch = conn_channel();
 	if (!c->ch)
 		return -errno;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
@@ -444,20 +446,43 @@ int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
 	return 0;
 }
 
-/* The REQ of @c (a fresh one, or one that xs_conn_prepare() made) to @dst,
- * and its answer, within @deadline: the rest of xs_conn_connect(). The
- * caller destroys @c when it fails. */
-static int conn_connect(struct xs_conn *c, const struct sockaddr *dst,
-			const struct xs_conn_params *p, int64_t deadline)
+/*
+ * Give @c's QP, which xs_conn_prepare() made on a cm_id bound to this
+ * device, to @cid (a server's request, a client's routed cm_id):
+ * rdma_accept(), or the client's answer to the REP, then takes it from
+ * INIT on (its attributes again from @cid, then RTR and RTS) exactly as a
+ * QP that rdma_create_qp() made on @cid; the bound cm_id goes. Return:
+ * false, @c destroyed, when @cid is on another device.
+ */
+static bool conn_adopt(struct xs_conn *c, struct rdma_cm_id *cid)
+{
+	struct rdma_cm_id *bound = c->id;
+
+	if (bound->verbs != cid->verbs) {
+		xs_conn_destroy(c);
+		return false;
+	}
+	cid->qp = bound->qp;
+	cid->pd = bound->pd;
+	bound->qp = NULL;
+	rdma_destroy_id(bound);
+	c->id = cid;
+	cid->context = c;
+	conn_ack_timeout(cid);
+	return true;
+}
+
+/* The REQ of @c, routed, and its answer within @deadline, its QP made
+ * here unless it has one: the rest of xs_conn_connect(). The caller
+ * destroys @c when it fails. */
+static int conn_connect_routed(struct xs_conn *c,
+			       const struct xs_conn_params *p, int64_t deadline)
 {
 	uint8_t hello[XS_WIRE_HELLO_LEN];
 	struct rdma_conn_param param;
 	struct rdma_cm_event *ev;
 	int rc;
 
-	rc = conn_route_steps(c, dst, deadline, p->timeout_ms);
-	if (rc)
-		return rc;
 	if (!c->id->qp) {
 		rc = conn_setup_qp(c, p);
 		if (rc)
@@ -481,19 +506,10 @@ static int conn_connect(struct xs_conn *c, const struct sockaddr *dst,
 	return 0;
 }
 
-int xs_conn_connect_prepared(struct xs_conn *c, const struct sockaddr *dst,
-			     const struct xs_conn_params *p)
-{
-	int rc = conn_connect(c, dst, p, conn_now_ms() + p->timeout_ms);
-
-	if (rc)
-		xs_conn_destroy(c);
-	return rc;
-}
-
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 		    const struct xs_conn_params *p)
 {
+	int64_t deadline = conn_now_ms() + p->timeout_ms;
 	struct xs_conn *c;
 	int rc;
 
@@ -502,10 +518,47 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	if (!c)
 		return -ENOMEM;
 	c->setup_us = xs_now_us();
-	rc = xs_conn_connect_prepared(c, dst, p);
+	rc = conn_route_steps(c, dst, deadline, p->timeout_ms);
 	if (rc == 0)
-		*out = c;
-	return rc;
+		rc = conn_connect_routed(c, p, deadline);
+	if (rc) {
+		xs_conn_destroy(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+int xs_conn_connect_prepared(struct xs_conn **io, const struct sockaddr *dst,
+			     const struct xs_conn_params *p)
+{
+	int64_t deadline = conn_now_ms() + p->timeout_ms;
+	struct xs_conn *c = *io, route = { .ch = c->ch };
+	uint64_t t0 = xs_now_us();
+	int rc;
+
+	*io = NULL;
+	/* The route a fresh connection's would take, on a cm_id of its own
+	 * on @c's channel: the kernel's routing table chooses the device,
+	 * not the address @c's cm_id is bound to. */
+	rc = conn_route_steps(&route, dst, deadline, p->timeout_ms);
+	if (rc == 0 && route.id->verbs == c->id->verbs) {
+		(void)conn_adopt(c, route.id);
+		c->setup_us = t0; /* the QP's own setup overlapped the reply */
+		rc = conn_connect_routed(c, p, deadline);
+		if (rc) {
+			xs_conn_destroy(c);
+			return rc;
+		}
+		*io = c;
+		return 0;
+	}
+	if (route.id)
+		rdma_destroy_id(route.id);
+	xs_conn_destroy(c);
+	if (rc)
+		return rc; /* as a fresh connection's route would */
+	return xs_conn_connect(io, dst, p); /* its QP on that device */
 }
 
 static uint32_t conn_probe_qpn(void)
@@ -670,31 +723,6 @@ out_destroy:
 int xs_listener_fd(const struct xs_listener *l)
 {
 	return l->ch->fd;
-}
-
-/*
- * Give @c's QP, which xs_conn_prepare() made on a cm_id bound to this
- * device, to request @cid: rdma_accept() then takes it from INIT on (its
- * attributes again from @cid, then RTR) exactly as a QP that
- * rdma_create_qp() made on @cid; the bound cm_id goes. Return: false, @c
- * destroyed, when the request came on another device.
- */
-static bool conn_adopt(struct xs_conn *c, struct rdma_cm_id *cid)
-{
-	struct rdma_cm_id *bound = c->id;
-
-	if (bound->verbs != cid->verbs) {
-		xs_conn_destroy(c);
-		return false;
-	}
-	cid->qp = bound->qp;
-	cid->pd = bound->pd;
-	bound->qp = NULL;
-	rdma_destroy_id(bound);
-	c->id = cid;
-	cid->context = c;
-	conn_ack_timeout(cid);
-	return true;
 }
 
 /* A connection request: validate, set up (on the QP made ahead for it,

@@ -159,15 +159,18 @@ int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
 		    const struct xs_conn_params *p);
 
 /**
- * xs_conn_connect_prepared() - connect @c, from xs_conn_prepare(), to @dst
- * @c:   the prepared connection: established on success, destroyed on
- *       failure
- * @dst: as for xs_conn_connect(), reached from @c's bound address
+ * xs_conn_connect_prepared() - xs_conn_connect() with the QP of a
+ * connection from xs_conn_prepare()
+ * @io:  in: the prepared connection (taken); out: the established one,
+ *       on success
+ * @dst: as for xs_conn_connect(); the route is resolved as there (not
+ *       from the prepared connection's bound address), and where it
+ *       leaves from another device the QP is made anew there
  * @p:   as for xs_conn_connect(); p->token goes in the REQ's hello
  *
  * Context: blocks as xs_conn_connect(). Return: as xs_conn_connect().
  */
-int xs_conn_connect_prepared(struct xs_conn *c, const struct sockaddr *dst,
+int xs_conn_connect_prepared(struct xs_conn **io, const struct sockaddr *dst,
 			     const struct xs_conn_params *p);
 
 /**

@@ -102,6 +102,8 @@ struct neg_job {
 	uint64_t idle_until;  /* no hello by then: TCP */
 	uint64_t hurry_until; /* the application writes first: TCP then */
 	uint64_t looked_us;   /* its last step */
+	uint64_t pre_until;   /* NEG_S_QP: when its prepared QP goes */
+	bool pre_wanted;      /* its QP to be made ahead (neg_prepare()) */
 	int pidx;	      /* its socket's entry in xsock-cm's poll set */
 	struct neg_job *next; /* neg_jobs */
 	struct xs_job job;    /* client: on neg_clients */
@@ -190,6 +192,7 @@ static struct xs_conn *neg_prepared(uint64_t conn_id,
 
 static int neg_server_step(struct neg_job *j);
 static void neg_finish(struct neg_job *j, int reason);
+static void neg_prepare(struct neg_job *j);
 
 /* The poll set of xsock-cm: its eventfd, the rendezvous listener, and
  * each server negotiation's socket and eventfd. Return: the entries. */
@@ -294,6 +297,14 @@ static void *neg_main(void *arg)
 				neg_finish(j, reason);
 			}
 		}
+		/* the QPs made ahead once every reply of this pass is out: a
+		 * burst of clients each gets its reply without waiting behind
+		 * the QPs of those before it */
+		for (j = keep; j; j = j->next)
+			if (j->pre_wanted) {
+				j->pre_wanted = false;
+				neg_prepare(j);
+			}
 		pthread_mutex_lock(&neg_lock);
 		while ((j = keep)) {
 			keep = j->next;
@@ -397,8 +408,11 @@ static struct xs_conn *neg_wait_take(int i)
  * client connects (xs_conn_prepare() on the device of the kernel
  * connection's own address), so that the client's request finds it ready
  * (neg_prepared()) instead of waiting for its setup: 0.65-0.9 ms of each
- * connection's in the Soft-RoCE guest (connrate rate, trace log). Where it
- * cannot be made, the request makes it, as before. Called by xsock-cm.
+ * connection's in the Soft-RoCE guest (connrate rate, trace log). Only for
+ * a client whose probe this host saw (an xsock client probes first; bytes
+ * that merely look like a hello cost no QP), and for
+ * XSOCK_CONNECT_TIMEOUT_MS at most (neg_unprepare()); elsewhere the
+ * request makes its QP, as before. Called by xsock-cm.
  */
 static void neg_prepare(struct neg_job *j)
 {
@@ -407,7 +421,8 @@ static void neg_prepare(struct neg_job *j)
 	struct xs_conn_params p;
 	struct xs_conn *c;
 
-	if (xs_real.getsockname(j->fd, (struct sockaddr *)&local, &len) < 0)
+	if (!j->s->neg_expect ||
+	    xs_real.getsockname(j->fd, (struct sockaddr *)&local, &len) < 0)
 		return;
 	xs_sock_addr_unmap(&local);
 	xs_sock_conn_params(&p);
@@ -418,7 +433,26 @@ static void neg_prepare(struct neg_job *j)
 	    !neg_waits[j->slot].pre) {
 		neg_waits[j->slot].pre = c;
 		c = NULL;
+		j->pre_until =
+			xs_now_us() +
+			(uint64_t)xs_core_cfg()->connect_timeout_ms * 1000u;
 	}
+	pthread_mutex_unlock(&neg_lock);
+	xs_conn_destroy(c);
+}
+
+/* The prepared QP of @j whose client did not connect in time goes (the
+ * negotiation waits on, as before, for a request that makes its own). */
+static void neg_unprepare(struct neg_job *j)
+{
+	struct xs_conn *c;
+
+	if (!j->pre_until || xs_now_us() < j->pre_until)
+		return;
+	j->pre_until = 0;
+	pthread_mutex_lock(&neg_lock);
+	c = neg_waits[j->slot].pre;
+	neg_waits[j->slot].pre = NULL;
 	pthread_mutex_unlock(&neg_lock);
 	xs_conn_destroy(c);
 }
@@ -608,7 +642,7 @@ static int neg_client_steps(struct neg_job *j, struct xs_conn **pre)
 	p.token = m.token;
 	*pre = NULL;
 	if (c)
-		rc = xs_conn_connect_prepared(c, (struct sockaddr *)&dst, &p);
+		rc = xs_conn_connect_prepared(&c, (struct sockaddr *)&dst, &p);
 	else
 		rc = xs_conn_connect(&c, (struct sockaddr *)&dst, &p);
 	if (rc == 0)
@@ -718,7 +752,7 @@ static int neg_server_step(struct neg_job *j)
 					   : XS_FB_RESOURCE;
 	}
 	j->state = NEG_S_QP;
-	neg_prepare(j);
+	j->pre_wanted = true; /* once this pass's replies are out */
 qp:
 	/* The client decides from here: its QP comes, or its fallback. */
 	pthread_mutex_lock(&neg_lock);
@@ -726,8 +760,10 @@ qp:
 	pthread_mutex_unlock(&neg_lock);
 	if (!c) {
 		r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
-		if (r == 0 && neg_wanted(s))
+		if (r == 0 && neg_wanted(s)) {
+			neg_unprepare(j);
 			return NEG_CONTINUE;
+		}
 		xs_conn_destroy(neg_wait_take(j->slot));
 		return r == 1	 ? XS_FB_RESOURCE
 		       : r == -2 ? XS_NEG_PEER_GONE
