@@ -571,18 +571,21 @@ static uint32_t conn_probe_qpn(void)
 	return n ? n : 1;
 }
 
-int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
+int xs_conn_probe_route(struct xs_conn **out, const struct sockaddr *dst,
+			int timeout_ms)
 {
-	int64_t deadline = conn_now_ms() + timeout_ms;
+	return conn_route(out, dst, conn_now_ms() + timeout_ms, timeout_ms);
+}
+
+/* The probe's REQ on @c, routed, and its answer within @deadline; @c
+ * goes. Return: as xs_conn_probe(). */
+static int conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int64_t deadline)
+{
 	uint8_t hello[XS_WIRE_HELLO_LEN];
 	struct rdma_conn_param param;
 	struct rdma_cm_event *ev;
-	struct xs_conn *c;
 	int rc;
 
-	rc = conn_route(&c, dst, deadline, timeout_ms);
-	if (rc)
-		return rc;
 	memset(&c->local, 0, sizeof(c->local));
 	c->local.version = XS_WIRE_VERSION;
 	c->local.flags = XS_HELLO_F_PROBE;
@@ -619,6 +622,23 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
 out:
 	xs_conn_destroy(c);
 	return rc;
+}
+
+int xs_conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int timeout_ms)
+{
+	return conn_probe_on(c, tcp_port, conn_now_ms() + timeout_ms);
+}
+
+int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port, int timeout_ms)
+{
+	int64_t deadline = conn_now_ms() + timeout_ms;
+	struct xs_conn *c;
+	int rc;
+
+	rc = conn_route(&c, dst, deadline, timeout_ms);
+	if (rc)
+		return rc;
+	return conn_probe_on(c, tcp_port, deadline);
 }
 
 int xs_conn_windows_alloc(struct xs_conn *c)

@@ -192,6 +192,31 @@ int xs_conn_probe(const struct sockaddr *dst, uint16_t tcp_port,
 		  int timeout_ms);
 
 /**
+ * xs_conn_probe_route() - the first half of xs_conn_probe(): a connection
+ * with no QP, its address and route to @dst resolved, for a later
+ * xs_conn_probe_on() (the helper makes the next probe's ahead)
+ * @out:        the routed connection, on success
+ * @dst:        as for xs_conn_probe()
+ * @timeout_ms: budget for the resolution
+ *
+ * Context: blocks (in poll(2) on its own CM channel) up to @timeout_ms.
+ * Return: 0, or an errno of the list above.
+ */
+int xs_conn_probe_route(struct xs_conn **out, const struct sockaddr *dst,
+			int timeout_ms);
+
+/**
+ * xs_conn_probe_on() - the second half of xs_conn_probe(): the REQ on @c,
+ * from xs_conn_probe_route(), and its answer
+ * @c:          the routed connection; destroyed before the return
+ * @tcp_port:   as for xs_conn_probe()
+ * @timeout_ms: budget for the answer
+ *
+ * Context: blocks up to @timeout_ms. Return: as xs_conn_probe().
+ */
+int xs_conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int timeout_ms);
+
+/**
  * xs_conn_destroy() - disconnect and release everything of @c
  * @c: connection; NULL is ignored
  */
