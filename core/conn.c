@@ -513,14 +513,10 @@ int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
 	struct xs_conn *c;
 	int rc;
 
-	xs_dev_note_rdma_cm();
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	c->setup_us = xs_now_us();
-	rc = conn_route_steps(c, dst, deadline, p->timeout_ms);
-	if (rc == 0)
-		rc = conn_connect_routed(c, p, deadline);
+	rc = conn_route(&c, dst, deadline, p->timeout_ms);
+	if (rc)
+		return rc;
+	rc = conn_connect_routed(c, p, deadline);
 	if (rc) {
 		xs_conn_destroy(c);
 		return rc;
