@@ -217,9 +217,10 @@ struct xs_workers {
 	pthread_mutex_t lock;
 	pthread_cond_t more; /* CLOCK_REALTIME: a job for an idle worker */
 	struct xs_job *head, *tail;
-	unsigned int queued;  /* jobs no worker has taken yet */
-	unsigned int running; /* workers alive */
-	unsigned int idle;    /* of them, waiting for a job */
+	unsigned int queued;   /* jobs no worker has taken yet */
+	unsigned int running;  /* workers alive or starting */
+	unsigned int starting; /* of them, in xs_thread_start() still */
+	unsigned int idle;     /* of them, waiting for a job */
 	unsigned int max;
 	int linger_ms;
 	const char *name;	 /* the workers' thread name, or NULL */

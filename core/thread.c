@@ -95,7 +95,7 @@ static void workers_child(void)
 		struct xs_workers *w = workers_pools[i];
 
 		w->head = w->tail = NULL;
-		w->queued = w->running = w->idle = 0;
+		w->queued = w->running = w->starting = w->idle = 0;
 		pthread_cond_init(&w->more, NULL);
 		pthread_mutex_unlock(&w->lock);
 	}
@@ -178,8 +178,10 @@ int xs_workers_run(struct xs_workers *w, struct xs_job *job)
 	job->next = NULL;
 	pthread_mutex_lock(&w->lock);
 	/* queued only where a worker that runs will take it: an idle one,
-	 * or (all busy) the first that comes free */
-	if (w->queued < w->idle || w->running >= w->max) {
+	 * or (all max busy, one at least started) the first that comes free;
+	 * a worker leaves only with the queue empty */
+	if (w->queued < w->idle ||
+	    (w->running >= w->max && w->running > w->starting)) {
 		if (w->tail)
 			w->tail->next = job;
 		else
@@ -191,35 +193,17 @@ int xs_workers_run(struct xs_workers *w, struct xs_job *job)
 		pthread_mutex_unlock(&w->lock);
 		return 0;
 	}
-	/* else a new worker, with @job as its first: a start that fails
-	 * leaves nothing queued, and the job is the caller's again */
+	/* else a new worker, with @job as its first (past max only while
+	 * every other one is still starting): a start that fails leaves
+	 * nothing queued, and the job is the caller's again */
 	w->running++;
+	w->starting++;
 	pthread_mutex_unlock(&w->lock);
 	rc = xs_thread_start(workers_main, job, 0, w->name);
-	if (rc == 0)
-		return 0;
 	pthread_mutex_lock(&w->lock);
-	w->running--;
-	/* jobs queued behind starts that all failed: a worker for them if
-	 * one starts now, else the next job's worker takes them */
-	job = !w->running ? w->head : NULL;
-	if (job) {
-		w->head = job->next;
-		if (!w->head)
-			w->tail = NULL;
-		w->queued--;
-		w->running++;
-	}
-	pthread_mutex_unlock(&w->lock);
-	if (job && xs_thread_start(workers_main, job, 0, w->name)) {
-		pthread_mutex_lock(&w->lock);
+	w->starting--;
+	if (rc)
 		w->running--;
-		job->next = w->head;
-		w->head = job;
-		if (!w->tail)
-			w->tail = job;
-		w->queued++;
-		pthread_mutex_unlock(&w->lock);
-	}
+	pthread_mutex_unlock(&w->lock);
 	return rc;
 }

@@ -3,8 +3,8 @@
  * in the order they came, at most w->max at once; a worker that finds no
  * job waits w->linger_ms for one and is reused, then ends; a forked
  * child's pools start empty and start workers of their own; a job whose
- * worker cannot start is the caller's again, and one queued behind it
- * still runs (pthread_create() below stands in for libc's to fail).
+ * worker cannot start is the caller's again, and none is queued behind a
+ * start that may fail (pthread_create() below stands in for libc's).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,7 +43,7 @@ static struct tjob jobs[JOBS];
 static void *submit_held(void *arg);
 
 /* pthread_create() fails its next create_fail calls with EAGAIN; while
- * create_hold is set, a call waits for it to clear first */
+ * create_hold is set, the first call waits for it to clear first */
 static int create_fail;
 static bool create_hold, create_held;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,15 +61,15 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 	if (fn == submit_held) /* the test's own thread */
 		return real(t, attr, fn, arg);
 	pthread_mutex_lock(&create_lock);
-	if (create_hold) {
+	fail = create_fail > 0;
+	if (fail)
+		create_fail--;
+	if (create_hold && !create_held) { /* the first call only */
 		create_held = true;
 		pthread_cond_broadcast(&create_cond);
 		while (create_hold)
 			pthread_cond_wait(&create_cond, &create_lock);
 	}
-	fail = create_fail > 0;
-	if (fail)
-		create_fail--;
 	pthread_mutex_unlock(&create_lock);
 	return fail ? EAGAIN : real(t, attr, fn, arg);
 }
@@ -248,7 +248,7 @@ static void *submit_held(void *arg)
 	return NULL;
 }
 
-XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_the_queue_runs)
+XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_none_waits_on_it)
 {
 	static struct xs_workers w = XS_WORKERS_INIT(4, 1000, NULL);
 	pthread_t t;
@@ -265,7 +265,8 @@ XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_the_queue_runs)
 	pthread_mutex_unlock(&w.lock);
 	XT_ASSERT_EQ(rec.done, 0);
 
-	/* a job queued behind a start that then fails still runs */
+	/* the pool's one slot is a start that then fails: the next job is
+	 * not queued behind it (nothing would run it) but gets a worker */
 	create_hold = true;
 	create_fail = 1;
 	XT_ASSERT_EQ(pthread_create(&t, NULL, submit_held, NULL), 0);
@@ -273,9 +274,12 @@ XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_the_queue_runs)
 	while (!create_held)
 		pthread_cond_wait(&create_cond, &create_lock);
 	pthread_mutex_unlock(&create_lock);
-	submit(&held_pool, 1); /* the one worker slot is taken: queued */
+	submit(&held_pool, 1);
+	wait_done(1);
+	XT_ASSERT_EQ(rec.order[0], 1);
 	pthread_mutex_lock(&held_pool.lock);
-	XT_ASSERT_EQ(held_pool.queued, 1);
+	XT_ASSERT_EQ(held_pool.queued, 0);
+	XT_ASSERT_EQ(held_pool.running, 2); /* past max while one starts */
 	pthread_mutex_unlock(&held_pool.lock);
 	pthread_mutex_lock(&create_lock);
 	create_hold = false;
@@ -283,8 +287,11 @@ XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_the_queue_runs)
 	pthread_mutex_unlock(&create_lock);
 	XT_ASSERT_EQ(pthread_join(t, NULL), 0);
 	XT_ASSERT_EQ(held_rc, -EAGAIN);
-	wait_done(1);
-	XT_ASSERT_EQ(rec.order[0], 1);
+	XT_ASSERT_EQ(running(&held_pool), 1);
+	pthread_mutex_lock(&held_pool.lock);
+	XT_ASSERT_EQ(held_pool.starting, 0);
+	XT_ASSERT(held_pool.head == NULL);
+	pthread_mutex_unlock(&held_pool.lock);
 	usleep(100 * 1000);
 	XT_ASSERT_EQ(rec.done, 1); /* job 0 never ran */
 }
