@@ -792,8 +792,15 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 	rc = -ENOBUFS;
 	if (l->nr_pending + l->nr_ready >= l->backlog)
 		goto out_reject;
-	c = l->prepared ? l->prepared(peer.conn_id, rdma_get_peer_addr(cid))
-			: NULL;
+	if (l->prepared &&
+	    l->prepared(peer.conn_id, rdma_get_peer_addr(cid), &c)) {
+		l->nr_rejected++;
+		xs_info("conn", "rejected a request that no negotiation here "
+				"awaits from that host");
+		rdma_reject(cid, NULL, 0);
+		rdma_destroy_id(cid);
+		return;
+	}
 	if (c && !conn_adopt(c, cid))
 		c = NULL;
 	if (!c) {

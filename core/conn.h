@@ -117,12 +117,14 @@ struct xs_listener {
 	unsigned int nr_ready;
 	unsigned int nr_pending; /* accepted requests not yet established */
 	unsigned int backlog;	 /* nr_pending + nr_ready stay below it */
-	/* The owner's: the connection xs_conn_prepare() made ahead for the
-	 * request whose hello carries @conn_id from @peer (taken: the
-	 * request's from then on), or NULL; called in xs_listener_poll()
-	 * and xs_listener_accept(). NULL: every request makes its own. */
-	struct xs_conn *(*prepared)(uint64_t conn_id,
-				    const struct sockaddr *peer);
+	/* The owner's: whether to take the request whose hello carries
+	 * @conn_id from @peer (0; a negative errno rejects it), and the
+	 * connection xs_conn_prepare() made ahead for it in *@out (taken:
+	 * the request's from then on), or NULL; called in
+	 * xs_listener_poll() and xs_listener_accept(). NULL: every request
+	 * is taken and makes its own. */
+	int (*prepared)(uint64_t conn_id, const struct sockaddr *peer,
+			struct xs_conn **out);
 };
 
 /**

@@ -167,27 +167,38 @@ static void neg_route(struct xs_conn *c)
 	xs_conn_destroy(c);
 }
 
-/* The rendezvous listener's l->prepared: the connection made ahead for
- * the request of token @conn_id from @peer's host. Called with neg_lock
- * held (xsock-cm polls the listener under it). */
-static struct xs_conn *neg_prepared(uint64_t conn_id,
-				    const struct sockaddr *peer)
+/*
+ * The rendezvous listener's l->prepared: whether the request of token
+ * @conn_id from @peer is one a negotiation here awaits, and the
+ * connection made ahead for it (*@out, or NULL). A token that none
+ * awaits, taken already, or from a host other than the negotiation's TCP
+ * peer (a client whose route leaves from another address than its TCP
+ * connection) is refused before a QP is made: the client falls back to
+ * TCP, as its server then does, where an accepted connection would look
+ * up to the client and be dropped here (neg_route()). Return: 0, or a
+ * negative errno to reject. Called with neg_lock held (xsock-cm polls the
+ * listener under it).
+ */
+static int neg_prepared(uint64_t conn_id, const struct sockaddr *peer,
+			struct xs_conn **out)
 {
-	struct xs_conn *c;
 	size_t i;
 
+	*out = NULL;
 	for (i = 0; conn_id && i < NEG_WAITS; i++) {
 		struct neg_wait *w = &neg_waits[i];
 
 		if (w->token != conn_id)
 			continue;
 		if (!neg_same_host(peer, &w->peer))
-			return NULL; /* neg_route() turns it away */
-		c = w->pre;
+			return -EACCES;
+		if (w->conn)
+			return -EALREADY;
+		*out = w->pre;
 		w->pre = NULL;
-		return c;
+		return 0;
 	}
-	return NULL;
+	return -ENOENT;
 }
 
 static int neg_server_step(struct neg_job *j);
