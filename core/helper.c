@@ -163,6 +163,9 @@ struct helper_route {
 static pthread_mutex_t helper_routes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct helper_route helper_routes[HELPER_ROUTES]; /* the lock */
 static atomic_uint helper_nr_routes;			 /* kept now */
+/* probes asked and not yet done (each may keep a route at its end): the
+ * main loop looks every second while any is, to let expired routes go */
+static atomic_uint helper_nr_probing;
 
 /* The kept route to @dst (NULL: none; taken: the caller's), the expired
  * ones destroyed. @dst NULL: only the expired ones. */
@@ -237,19 +240,28 @@ static void helper_probe_run(struct xs_job *job)
 {
 	struct helper_probe *p = xs_job_owner(job, struct helper_probe, job);
 	const struct sockaddr *dst = (const struct sockaddr *)&p->req.addr;
+	int timeout_ms = p->req.timeout_ms, rc = 0;
+	uint64_t t0 = xs_now_us();
+	bool fresh = true;
 	struct xs_conn *c;
-	int rc = -EAGAIN;
 	XS_INSIDE(); /* a thread of ours: rdma_cm */
 
 	c = helper_route_take(&p->req.addr);
-	if (c)
-		rc = xs_conn_probe_on(c, p->req.tcp_port, p->req.timeout_ms);
-	if (rc && rc != -ECONNREFUSED)
-		rc = xs_conn_probe(dst, p->req.tcp_port, p->req.timeout_ms);
+	if (c) {
+		rc = xs_conn_probe_on(c, p->req.tcp_port, timeout_ms);
+		/* a peer's answer stands (xsock, none, an rdma_cm server that
+		 * is not xsock); anything else again, in the time left */
+		timeout_ms -= (int)((xs_now_us() - t0) / 1000u);
+		fresh = rc && rc != -ECONNREFUSED && rc != -EPROTO &&
+			timeout_ms > 0;
+	}
+	if (fresh)
+		rc = xs_conn_probe(dst, p->req.tcp_port, timeout_ms);
 	(void)!xs_real.write(p->reply, &rc, sizeof(rc));
 	xs_real.close(p->reply);
 	if (rc == 0)
 		helper_route_keep(&p->req.addr, p->req.timeout_ms);
+	atomic_fetch_sub(&helper_nr_probing, 1);
 	free(p);
 }
 
@@ -341,8 +353,10 @@ static bool helper_serve(int ctl)
 			p->req = req;
 			p->reply = reply;
 			p->job.run = helper_probe_run;
+			atomic_fetch_add(&helper_nr_probing, 1);
 			if (xs_workers_run(&helper_probers, &p->job) == 0)
 				return true;
+			atomic_fetch_sub(&helper_nr_probing, 1);
 			free(p);
 		}
 		rc = -EAGAIN;
@@ -417,7 +431,8 @@ static void __attribute__((noreturn)) helper_main(int ctl)
 					.events = POLLIN
 				};
 		if (xs_real.poll(pfd, n,
-				 n > 1 || atomic_load(&helper_nr_routes)
+				 n > 1 || atomic_load(&helper_nr_routes) ||
+						 atomic_load(&helper_nr_probing)
 					 ? 1000
 					 : -1) < 0)
 			continue;
