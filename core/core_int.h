@@ -223,15 +223,14 @@ struct xs_workers {
 	unsigned int idle;     /* of them, waiting for a job */
 	unsigned int max;
 	int linger_ms;
-	const char *name;	 /* the workers' thread name, or NULL */
 	_Atomic bool registered; /* held across fork() (core/thread.c) */
 };
 
-#define XS_WORKERS_INIT(max_, linger_ms_, name_)                               \
+#define XS_WORKERS_INIT(max_, linger_ms_)                                      \
 	{                                                                      \
 		.lock = PTHREAD_MUTEX_INITIALIZER,                             \
 		.more = PTHREAD_COND_INITIALIZER, .max = (max_),               \
-		.linger_ms = (linger_ms_), .name = (name_)                     \
+		.linger_ms = (linger_ms_)                                      \
 	}
 
 /**

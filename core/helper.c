@@ -138,7 +138,7 @@ struct helper_probe {
 #define HELPER_PROBE_LINGER_MS 2000
 
 static struct xs_workers helper_probers =
-	XS_WORKERS_INIT(HELPER_PROBERS, HELPER_PROBE_LINGER_MS, NULL);
+	XS_WORKERS_INIT(HELPER_PROBERS, HELPER_PROBE_LINGER_MS);
 
 /*
  * The route of the next probe to a destination where xsock listens, made

@@ -820,7 +820,7 @@ static void neg_finish(struct neg_job *j, int reason)
 #define NEG_CLIENT_LINGER_MS 2000
 
 static struct xs_workers neg_clients =
-	XS_WORKERS_INIT(NEG_CLIENTS, NEG_CLIENT_LINGER_MS, NULL);
+	XS_WORKERS_INIT(NEG_CLIENTS, NEG_CLIENT_LINGER_MS);
 /* A client's negotiation, on a worker of neg_clients. */
 static void neg_client_job(struct xs_job *job)
 {

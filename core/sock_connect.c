@@ -457,7 +457,7 @@ static void sock_connect_job(struct xs_job *job);
  * run it there, and the child learns each outcome as it does for a
  * connect that was running: sock_connect_elsewhere()) */
 static struct xs_workers sock_cw =
-	XS_WORKERS_INIT(SOCK_CONNECT_WORKERS, SOCK_CONNECT_LINGER_MS, NULL);
+	XS_WORKERS_INIT(SOCK_CONNECT_WORKERS, SOCK_CONNECT_LINGER_MS);
 
 /* Whether the process forked since @a began: a child may hold the socket. */
 static bool sock_connect_shared(const struct sock_connecting *a)

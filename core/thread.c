@@ -44,18 +44,24 @@ int xs_thread_start(void *(*fn)(void *), void *arg, size_t stack_bytes,
 	return 0;
 }
 
+/* CLOCK_REALTIME @ms from now, for pthread_cond_timedwait(). */
+static void thread_deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 void xs_thread_nap(pthread_mutex_t *lock, pthread_cond_t *cond, bool *kicked,
 		   int ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	thread_deadline(&ts, ms);
 	pthread_mutex_lock(lock);
 	if (!*kicked)
 		pthread_cond_timedwait(cond, lock, &ts);
@@ -119,18 +125,6 @@ static void workers_register(struct xs_workers *w)
 	pthread_mutex_unlock(&workers_all);
 }
 
-/* CLOCK_REALTIME @ms from now, for pthread_cond_timedwait(). */
-static void workers_deadline(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /*
  * A worker: runs the job it was started for, then queued ones (each job
  * raises the reentrancy depth where it calls the library, XS_INSIDE());
@@ -146,7 +140,7 @@ static void *workers_main(void *arg)
 		job->run(job);
 		pthread_mutex_lock(&w->lock);
 		if (!w->head) {
-			workers_deadline(&ts, w->linger_ms);
+			thread_deadline(&ts, w->linger_ms);
 			w->idle++;
 			while (!w->head &&
 			       pthread_cond_timedwait(&w->more, &w->lock,
@@ -199,7 +193,7 @@ int xs_workers_run(struct xs_workers *w, struct xs_job *job)
 	w->running++;
 	w->starting++;
 	pthread_mutex_unlock(&w->lock);
-	rc = xs_thread_start(workers_main, job, 0, w->name);
+	rc = xs_thread_start(workers_main, job, 0, NULL);
 	pthread_mutex_lock(&w->lock);
 	w->starting--;
 	if (rc)

@@ -136,7 +136,7 @@ static unsigned int idle(struct xs_workers *w)
 
 XT_TEST(jobs_run_in_order_on_a_worker_that_lingers_then_ends)
 {
-	static struct xs_workers w = XS_WORKERS_INIT(1, 300, NULL);
+	static struct xs_workers w = XS_WORKERS_INIT(1, 300);
 
 	rec.hold = true;
 	for (int i = 0; i < 5; i++)
@@ -171,7 +171,7 @@ XT_TEST(jobs_run_in_order_on_a_worker_that_lingers_then_ends)
 
 XT_TEST(at_most_max_jobs_run_at_once_and_every_one_runs)
 {
-	static struct xs_workers w = XS_WORKERS_INIT(3, 1000, NULL);
+	static struct xs_workers w = XS_WORKERS_INIT(3, 1000);
 
 	rec.hold = true;
 	for (int i = 0; i < JOBS; i++)
@@ -194,7 +194,7 @@ XT_TEST(at_most_max_jobs_run_at_once_and_every_one_runs)
 
 XT_TEST(a_forked_child_starts_with_its_pools_empty)
 {
-	static struct xs_workers w = XS_WORKERS_INIT(1, 1000, NULL);
+	static struct xs_workers w = XS_WORKERS_INIT(1, 1000);
 	int status = -1;
 	pid_t pid;
 
@@ -236,7 +236,7 @@ XT_TEST(a_forked_child_starts_with_its_pools_empty)
 	XT_ASSERT_EQ(rec.order[1], 1);
 }
 
-static struct xs_workers held_pool = XS_WORKERS_INIT(1, 1000, NULL);
+static struct xs_workers held_pool = XS_WORKERS_INIT(1, 1000);
 static int held_rc = 1;
 
 static void *submit_held(void *arg)
@@ -250,7 +250,7 @@ static void *submit_held(void *arg)
 
 XT_TEST(a_job_whose_worker_cannot_start_is_the_callers_and_none_waits_on_it)
 {
-	static struct xs_workers w = XS_WORKERS_INIT(4, 1000, NULL);
+	static struct xs_workers w = XS_WORKERS_INIT(4, 1000);
 	pthread_t t;
 
 	/* no worker starts: the caller keeps the job, nothing is queued */
