@@ -427,8 +427,7 @@ int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->setup_us = xs_now_us();
-	rc = conn_open(c);
+	rc = conn_open(c); /* setup_us: from the connect on */
 	if (!rc && rdma_bind_addr(c->id, (struct sockaddr *)&local))
 		rc = -errno;
 	/* an address of no RDMA device binds none; iWARP: as conn_route */
@@ -452,16 +451,14 @@ int xs_conn_prepare(struct xs_conn **out, const struct sockaddr *src,
  * rdma_accept(), or the client's answer to the REP, then takes it from
  * INIT on (its attributes again from @cid, then RTR and RTS) exactly as a
  * QP that rdma_create_qp() made on @cid; the bound cm_id goes. Return:
- * false, @c destroyed, when @cid is on another device.
+ * false, nothing changed, when @cid is on another device.
  */
 static bool conn_adopt(struct xs_conn *c, struct rdma_cm_id *cid)
 {
 	struct rdma_cm_id *bound = c->id;
 
-	if (bound->verbs != cid->verbs) {
-		xs_conn_destroy(c);
+	if (bound->verbs != cid->verbs)
 		return false;
-	}
 	cid->qp = bound->qp;
 	cid->pd = bound->pd;
 	bound->qp = NULL;
@@ -538,8 +535,7 @@ int xs_conn_connect_prepared(struct xs_conn **io, const struct sockaddr *dst,
 	 * on @c's channel: the kernel's routing table chooses the device,
 	 * not the address @c's cm_id is bound to. */
 	rc = conn_route_steps(&route, dst, deadline, p->timeout_ms);
-	if (rc == 0 && route.id->verbs == c->id->verbs) {
-		(void)conn_adopt(c, route.id);
+	if (rc == 0 && conn_adopt(c, route.id)) {
 		c->setup_us = t0; /* the QP's own setup overlapped the reply */
 		rc = conn_connect_routed(c, p, deadline);
 		if (rc) {
@@ -801,8 +797,10 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		rdma_destroy_id(cid);
 		return;
 	}
-	if (c && !conn_adopt(c, cid))
+	if (c && !conn_adopt(c, cid)) {
+		xs_conn_destroy(c);
 		c = NULL;
+	}
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		rc = -ENOMEM;

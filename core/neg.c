@@ -399,6 +399,24 @@ out:
 	return rc;
 }
 
+/* A connection made ahead (xs_conn_prepare()) on the device of TCP socket
+ * @fd's own address, or NULL where none can be (an ancestor's rdma-core
+ * state, no RDMA device there, resources). */
+static struct xs_conn *neg_prepare_on(int fd)
+{
+	struct sockaddr_storage local;
+	socklen_t len = sizeof(local);
+	struct xs_conn_params p;
+	struct xs_conn *c;
+
+	if (xs_dev_inherited() ||
+	    xs_real.getsockname(fd, (struct sockaddr *)&local, &len) < 0)
+		return NULL;
+	xs_sock_addr_unmap(&local);
+	xs_sock_conn_params(&p);
+	return xs_conn_prepare(&c, (struct sockaddr *)&local, &p) ? NULL : c;
+}
+
 /* Free slot @i; the QP that came, if any, is the caller's (one made
  * ahead that no request took goes). */
 static struct xs_conn *neg_wait_take(int i)
@@ -427,17 +445,9 @@ static struct xs_conn *neg_wait_take(int i)
  */
 static void neg_prepare(struct neg_job *j)
 {
-	struct sockaddr_storage local;
-	socklen_t len = sizeof(local);
-	struct xs_conn_params p;
-	struct xs_conn *c;
+	struct xs_conn *c = j->s->neg_expect ? neg_prepare_on(j->fd) : NULL;
 
-	if (!j->s->neg_expect ||
-	    xs_real.getsockname(j->fd, (struct sockaddr *)&local, &len) < 0)
-		return;
-	xs_sock_addr_unmap(&local);
-	xs_sock_conn_params(&p);
-	if (xs_conn_prepare(&c, (struct sockaddr *)&local, &p))
+	if (!c)
 		return;
 	pthread_mutex_lock(&neg_lock);
 	if (neg_waits[j->slot].token && !neg_waits[j->slot].conn &&
@@ -676,19 +686,9 @@ static int neg_client_steps(struct neg_job *j, struct xs_conn **pre)
  */
 static int neg_client(struct neg_job *j)
 {
-	struct sockaddr_storage src;
-	socklen_t len = sizeof(src);
-	struct xs_conn_params p;
-	struct xs_conn *pre = NULL;
+	struct xs_conn *pre = neg_prepare_on(j->fd);
 	int reason;
 
-	if (!xs_dev_inherited() &&
-	    xs_real.getsockname(j->fd, (struct sockaddr *)&src, &len) == 0) {
-		xs_sock_addr_unmap(&src);
-		xs_sock_conn_params(&p);
-		if (xs_conn_prepare(&pre, (struct sockaddr *)&src, &p))
-			pre = NULL;
-	}
 	reason = neg_client_steps(j, &pre);
 	xs_conn_destroy(pre);
 	return reason;
