@@ -393,13 +393,18 @@ outage_end()
 
 @test "faults: a 1 MiB pool on both sides under 12 streaming connections: backpressure, every byte intact" {
 	local least intact
-	remote_bg srv env $(xsenv srv) XSOCK_POOL_MB=1 python3 \
+	remote_bg srv env $(xsenv srv) XSOCK_POOL_MB=1 \
+		XSOCK_LOG="info:$XS_RUN_DIR/srv.log" python3 \
 		"$PY/flow_peer.py" serve "$XS_ADDR_A" "$port"
 	server_ready srv rdma
-	run env $(xsenv cli) XSOCK_POOL_MB=1 python3 "$PY/flow_peer.py" many \
-		"$XS_ADDR_A" "$port" 12 $(sized 10 15)
+	run env $(xsenv cli) XSOCK_POOL_MB=1 XSOCK_LOG="info:$XS_RUN_DIR/cli.log" \
+		python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" 12 $(sized 10 15)
 	echo "$output"
-	((status == 0))
+	# a failure shows each side's resets and fallbacks with their reasons
+	((status == 0)) || {
+		tail -n 40 "$XS_RUN_DIR/cli.log" "$XS_RUN_DIR/srv.log"
+		false
+	}
 	# every connection moved: a full pool slows, never stalls
 	least=$(sed -nE 's/^intact [0-9]+ bytes on 12 connections, at least ([0-9]+) each$/\1/p' <<<"$output")
 	((least >= 1 << 20))
