@@ -237,7 +237,7 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	struct ibv_qp_init_attr attr;
 	uint32_t inline_max = p->inline_max;
 	uint32_t send_sge = 2;
-	unsigned int i, nr_rx;
+	unsigned int nr_rx;
 	int rc = 0;
 
 	c->dev = xs_dev_open(verbs, p->pool_bytes, &rc);
@@ -287,15 +287,13 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 	c->rx = calloc(nr_rx, sizeof(*c->rx));
 	if (!c->rx)
 		return -ENOMEM;
-	for (i = 0; i < nr_rx; i++) {
-		rc = xs_pool_alloc(&c->dev->pool, p->eager_size, &c->rx[i]);
-		if (rc)
-			return rc;
-		c->nr_rx++;
-		rc = xs_conn_repost_recv(c, i);
-		if (rc)
-			return rc;
-	}
+	c->nr_rx = nr_rx;
+	c->local.eager_size = p->eager_size; /* the size each buffer takes */
+	/* the window the peer starts with (XS_WIRE_START_CREDITS) */
+	rc = xs_conn_grow_rx(c, xs_wire_start_credits(p->credits) +
+					XS_WIRE_CTRL_BUFS);
+	if (rc)
+		return rc;
 	if (p->max_rndv)
 		return xs_pool_alloc(&c->dev->pool, p->eager_size,
 				     &c->rx_spare);
@@ -674,7 +672,7 @@ void xs_conn_destroy(struct xs_conn *c)
 		ibv_destroy_cq(c->cq);
 	if (c->cc)
 		ibv_destroy_comp_channel(c->cc);
-	for (i = 0; i < c->nr_rx; i++)
+	for (i = 0; i < c->rx_live; i++)
 		xs_pool_free(&c->dev->pool, &c->rx[i]);
 	if (c->rx_spare.addr)
 		xs_pool_free(&c->dev->pool, &c->rx_spare);
@@ -1089,6 +1087,30 @@ int xs_conn_post_probe(struct xs_conn *c, uint64_t wr_id)
 	}, *bad; /* no SGE: zero bytes, no address, no rkey */
 
 	return -ibv_post_send(c->id->qp, &wr, &bad); /* verbs: +errno */
+}
+
+int xs_conn_grow_rx(struct xs_conn *c, unsigned int n)
+{
+	unsigned int i, from = c->rx_live;
+	int rc = 0;
+
+	if (n > c->nr_rx - from)
+		return -EINVAL;
+	for (i = from; i < from + n; i++) {
+		rc = xs_pool_alloc(&c->dev->pool, c->local.eager_size,
+				   &c->rx[i]);
+		if (rc)
+			break;
+	}
+	if (rc) { /* all or none: the window grows by n or not at all */
+		while (i-- > from) /* the ones before the failed one */
+			xs_pool_free(&c->dev->pool, &c->rx[i]);
+		return rc;
+	}
+	c->rx_live = from + n;
+	for (i = from; i < from + n && rc == 0; i++)
+		rc = xs_conn_repost_recv(c, i);
+	return rc;
 }
 
 int xs_conn_repost_recv(struct xs_conn *c, unsigned int i)

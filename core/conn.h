@@ -87,8 +87,11 @@ struct xs_conn {
 	struct xs_dev *dev;
 	struct ibv_comp_channel *cc; /* completion channel: fd to sleep on */
 	struct ibv_cq *cq;
-	struct xs_buf *rx; /* receive ring, nr_rx buffers, wr_id = index */
-	unsigned int nr_rx;
+	/* receive ring, wr_id = index: room for nr_rx buffers (the hello's
+	 * credits plus XS_WIRE_CTRL_BUFS), of which the first rx_live are
+	 * allocated and posted; xs_conn_grow_rx() adds more */
+	struct xs_buf *rx;
+	unsigned int nr_rx, rx_live;
 	/* one more buffer of the ring's size that a rendezvous READ lands
 	 * in when the pool has nothing else: a region then comes in pieces,
 	 * but it comes (core/stream.c); none when p->max_rndv is 0 */
@@ -393,6 +396,19 @@ int xs_conn_post_inv(struct xs_conn *c, uint32_t rkey, uint64_t wr_id);
  * Return: 0, or the negative errno of ibv_post_send.
  */
 int xs_conn_post_probe(struct xs_conn *c, uint64_t wr_id);
+
+/**
+ * xs_conn_grow_rx() - post @n more receive buffers from the pool
+ * @c: connection; c->rx_live + @n must stay within c->nr_rx
+ * @n: buffers of c->local.eager_size bytes, at ring indices c->rx_live on
+ *
+ * All or none: when the pool cannot give @n buffers, none is taken.
+ * Context: the stream's lock (or a connection no one else sees yet).
+ * Return: 0; -EINVAL past the ring's room; the pool's -ENOMEM or
+ * -ENOBUFS (nothing taken); a negative errno of ibv_post_recv (the
+ * buffers stay the connection's, freed with it).
+ */
+int xs_conn_grow_rx(struct xs_conn *c, unsigned int n);
 
 /**
  * xs_conn_repost_recv() - give receive buffer @i back to the QP

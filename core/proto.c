@@ -222,7 +222,7 @@ size_t xs_wire_msg_encode(const struct xs_msg *m, void *buf)
 		break;
 	}
 	p[0] = (uint8_t)m->type;
-	p[1] = 0;
+	p[1] = m->flags;
 	put16(p + 2, m->credits);
 	put32(p + 4, len);
 	return XS_WIRE_MSG_LEN + (m->type == XS_MSG_DATA ? 0 : len);
@@ -234,10 +234,12 @@ int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
 	const uint8_t *p = buf;
 	struct xs_msg d;
 
-	if (!p || len < XS_WIRE_MSG_LEN || len > eager_size || p[1] != 0)
+	if (!p || len < XS_WIRE_MSG_LEN || len > eager_size ||
+	    (p[1] & ~XS_WIRE_F_GROW))
 		return -EPROTO;
 	memset(&d, 0, sizeof(d));
 	d.type = (enum xs_msg_type)p[0];
+	d.flags = p[1];
 	d.credits = get16(p + 2);
 	d.len = get32(p + 4);
 	if (d.credits > XS_WIRE_MAX_CREDITS || d.len != len - XS_WIRE_MSG_LEN)

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define XS_WIRE_MAGIC	0x58534b31u /* "XSK1" */
-#define XS_WIRE_VERSION 2
+#define XS_WIRE_VERSION 3
 
 /*
  * rdma_cm private data: an IB/RoCE CM REQ carries 92 bytes, of which the
@@ -49,6 +49,31 @@
 #define XS_WIRE_MAX_EAGER   (1u << 20)
 #define XS_WIRE_MAX_RNDV    (1u << 30) /* bytes per rendezvous region */
 
+/*
+ * A receive ring starts small and grows with use (cf. TCP's receive
+ * window autotuning, tcp_rcv_space_adjust()): each side starts with
+ * xs_wire_start_credits() of the buffers its hello announces posted and
+ * granted, and doubles them, up to the hello's credits, when a DATA or
+ * RNDV message leaves its peer without a credit. The message that returns
+ * the new buffers' credits carries XS_WIRE_F_GROW: "the window doubled
+ * (to at most the hello's credits) before these credits". An idle
+ * connection keeps XS_WIRE_START_CREDITS + XS_WIRE_CTRL_BUFS buffers;
+ * four hold a request/response of up to 16 KiB at a 4 KiB eager size.
+ */
+#define XS_WIRE_START_CREDITS 4
+
+static inline uint16_t xs_wire_start_credits(uint16_t credits)
+{
+	return credits < XS_WIRE_START_CREDITS ? credits
+					       : XS_WIRE_START_CREDITS;
+}
+
+/* The window after an XS_WIRE_F_GROW: doubled, at most @credits. */
+static inline uint32_t xs_wire_grown(uint32_t window, uint16_t credits)
+{
+	return 2u * window < credits ? 2u * window : credits;
+}
+
 /* hello flags */
 #define XS_HELLO_F_RNDV	 0x01u /* sender can serve RDMA READ rendezvous */
 #define XS_HELLO_F_PROBE 0x02u /* a probe: "does xsock listen here?" */
@@ -62,7 +87,7 @@
  *   0  u32 magic          XS_WIRE_MAGIC
  *   4  u8  version        XS_WIRE_VERSION
  *   5  u8  flags          XS_HELLO_F_*; unknown bits are rejected
- *   6  u16 credits        receive buffers posted for this connection
+ *   6  u16 credits        most data receive buffers this side grants
  *   8  u32 eager_size     bytes per receive buffer
  *  12  u32 max_rndv       largest rendezvous region accepted, bytes
  *  16  u16 tcp_port       sender's port, as getsockname() shows it
@@ -112,8 +137,9 @@ enum xs_msg_type {
 
 /* Message header, 8 bytes on the wire:
  *   0  u8  type           enum xs_msg_type
- *   1  u8  flags          zero
- *   2  u16 credits        data receive buffers returned to the peer
+ *   1  u8  flags          XS_WIRE_F_*; unknown bits are rejected
+ *   2  u16 credits        data receive buffers returned (or, after a
+ *                         grow, granted) to the peer
  *   4  u32 len            bytes after the header
  * DATA: len = payload bytes, 1..eager_size - 8.
  * RNDV: len = 24, followed by u64 addr, u32 rkey, u32 rlen, u32 id, u32 0.
@@ -121,11 +147,13 @@ enum xs_msg_type {
  * CREDIT, FIN, RESET, MOVE: len = 0.
  */
 #define XS_WIRE_MSG_LEN	      8
+#define XS_WIRE_F_GROW	      0x01u /* see XS_WIRE_START_CREDITS */
 #define XS_WIRE_RNDV_LEN      24
 #define XS_WIRE_RNDV_DONE_LEN 8
 
 struct xs_msg {
 	enum xs_msg_type type;
+	uint8_t flags; /* XS_WIRE_F_* */
 	uint16_t credits;
 	uint32_t len; /* DATA: payload bytes */
 	/* RNDV */

@@ -148,7 +148,9 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	s->c = c;
 	s->kick_fd = -1;
 	s->pub = &s->pub_own;
-	s->tx_credits = c->peer.credits;
+	s->tx_granted = xs_wire_start_credits(c->peer.credits);
+	s->tx_credits = s->tx_granted;
+	s->rx_granted = xs_wire_start_credits(c->local.credits);
 	/* the QP's max_send_wr less the unsignaled binds */
 	s->tx_max = c->local.credits + 16u;
 	s->tx = calloc(s->tx_max, sizeof(*s->tx));
@@ -279,14 +281,23 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 	uint32_t idx = (uint32_t)wc->wr_id;
 	int was;
 
-	if (idx >= c->nr_rx ||
+	if (idx >= c->rx_live ||
 	    xs_wire_msg_decode(c->rx[idx].addr, wc->byte_len,
 			       c->local.eager_size, c->local.max_rndv, &m)) {
 		stream_reset(s, "malformed message from the peer");
 		return;
 	}
-	/* More credits than our ring holds: the peer is lying. */
-	if ((uint64_t)s->tx_credits + m.credits > c->peer.credits) {
+	/* The peer's window doubled (at most to its hello's credits), its
+	 * new buffers' credits in this message: XS_WIRE_START_CREDITS. */
+	if (m.flags & XS_WIRE_F_GROW) {
+		if (s->tx_granted >= c->peer.credits) {
+			stream_reset(s, "peer grew its window past its hello");
+			return;
+		}
+		s->tx_granted = xs_wire_grown(s->tx_granted, c->peer.credits);
+	}
+	/* More credits than its window holds: the peer is lying. */
+	if ((uint64_t)s->tx_credits + m.credits > s->tx_granted) {
 		stream_reset(s, "peer returned more credits than granted");
 		return;
 	}
@@ -301,7 +312,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		}
 		/* what the peer may fill: the window, less what we hold
 		 * and what we re-posted without saying so yet */
-		if (s->rx_data_held + s->rx_unreturned >= c->local.credits) {
+		if (s->rx_data_held + s->rx_unreturned >= s->rx_granted) {
 			stream_reset(s, "peer overran its data credits");
 			return;
 		}
@@ -309,6 +320,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			s->rx_arrived += m.len;
 			s->pub->c.msgs_received++;
 			stream_pub_queues(s);
+			stream_rx_grow(s);
 			return;
 		}
 		s->rx_data_held++;
@@ -324,6 +336,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			s->rx_arrived += m.len;
 			s->pub->c.msgs_received++;
 			stream_pub_queues(s);
+			stream_rx_grow(s);
 			return;
 		}
 		/* The descriptor is copied out; its buffer is held (one
@@ -338,6 +351,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		};
 		s->rndv_rx_wait++;
 		s->pub->c.msgs_received++;
+		stream_rx_grow(s);
 		return;
 	case XS_MSG_RNDV_DONE:
 		stream_on_rndv_done(s, m.rndv_id);
@@ -556,7 +570,7 @@ bool stream_peer_ended(struct xs_stream *s)
 	 * credits of every DATA came back) */
 	if (s->error || s->move_want || s->move_sent || s->peer_moved ||
 	    s->tx_queued > s->tx_unsig_bytes || s->rndv_tx_bytes ||
-	    s->rst_sent || s->tx_credits != s->c->peer.credits)
+	    s->rst_sent || s->tx_credits != s->tx_granted)
 		return false;
 	for (i = 0; i < s->rxq_len; i++) {
 		e = &s->rxq[(s->rxq_head + i) % s->c->nr_rx];
@@ -699,7 +713,7 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 		 * under way ends with what went. */
 		if (s->peer_gone && !s->move_sent) {
 			taken = !sent && !s->tx_after_fin;
-			room = (size_t)max * c->peer.credits;
+			room = (size_t)max * s->tx_granted;
 			if (taken)
 				dropped = total < room ? total : room;
 			stream_closed_rst(s);

@@ -164,6 +164,9 @@ struct xs_stream {
 			* saw the channel fd quiet need not poll the CQ */
 	/* send side */
 	uint32_t tx_credits;	   /* peer buffers we may fill (snd_wnd) */
+	uint32_t tx_granted;	   /* the peer's window: what tx_credits is
+				    * when every message of ours was read
+				    * (XS_WIRE_START_CREDITS, grown) */
 	uint32_t tx_inflight;	   /* WRs posted, not completed */
 	uint32_t tx_unsig;	   /* of those, unsignaled sends: done when
 				    * a later signaled WR completes */
@@ -194,6 +197,11 @@ struct xs_stream {
 	uint32_t done_q_head, done_q_len; /* a FIFO of nr_rx entries */
 	uint64_t rndv_rx_held;	  /* bytes READ or being READ, not consumed */
 	uint32_t rx_unreturned;	  /* buffers re-posted, not yet announced */
+	uint32_t rx_granted;	  /* our window: data buffers posted for the
+				   * peer (c->rx_live less the control
+				   * buffers) */
+	bool rx_grow_unsent;	  /* rx_unreturned holds a grow's credits:
+				   * the next message carries XS_WIRE_F_GROW */
 	uint32_t rx_data_held;	  /* DATA and RNDV buffers not yet read */
 	bool rx_spare_busy;	  /* c->rx_spare holds a piece of a region */
 	size_t rx_heap_size;	  /* bytes allocated to XS_RX_HEAP entries */

@@ -155,6 +155,11 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
  */
 bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);
 
+/* After a DATA or RNDV message was taken: when it left the peer with no
+ * credit, double our window (XS_WIRE_START_CREDITS), at most to our
+ * hello's credits. With s->lock. */
+void stream_rx_grow(struct xs_stream *s);
+
 /*
  * Take in what arrived for a reader that makes no call (the probe
  * thread): reap the CQ, packing what came, and return the buffers

@@ -165,13 +165,13 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 		return false;
 	t = &s->rxq[(s->rxq_head + s->rxq_len - 1) % c->nr_rx];
 	if (t->state != XS_RX_HEAP &&
-	    s->rx_data_held < (c->local.credits + 3u) / 4u)
+	    s->rx_data_held < (s->rx_granted + 3u) / 4u)
 		return false;
 	if (t->state == XS_RX_DATA && len <= c->local.eager_size - t->end) {
 		dst = (uint8_t *)c->rx[t->idx].addr;
 	} else if ((t->state == XS_RX_HEAP && stream_rx_heap_room(s, t, len)) ||
 		   (t->state == XS_RX_DATA &&
-		    s->rx_data_held >= (c->local.credits + 1u) / 2u &&
+		    s->rx_data_held >= (s->rx_granted + 1u) / 2u &&
 		    stream_rx_to_heap(s, t, len))) {
 		dst = t->buf.addr;
 	} else {
@@ -181,6 +181,33 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 	t->end += len;
 	stream_repost(s, idx);
 	return true;
+}
+
+/*
+ * The new buffers' credits go with the next message out, flagged
+ * XS_WIRE_F_GROW; stream_return_credits() sends a CREDIT at once, as the
+ * peer has none left. One grow at a time: the next waits until that
+ * message went. A pool that cannot give every new buffer leaves the
+ * window as it was, and the next message that fills it tries again.
+ */
+void stream_rx_grow(struct xs_stream *s)
+{
+	struct xs_conn *c = s->c;
+	uint32_t to = xs_wire_grown(s->rx_granted, c->local.credits);
+	unsigned int live = c->rx_live;
+
+	if (s->rx_grow_unsent || to == s->rx_granted ||
+	    s->rx_data_held + s->rx_unreturned < s->rx_granted)
+		return;
+	if (xs_conn_grow_rx(c, to - s->rx_granted)) {
+		if (c->rx_live != live) /* taken, not posted */
+			stream_reset(s, "cannot post a receive buffer");
+		return;
+	}
+	xs_dbg("stream", "receive window %u -> %u buffers", s->rx_granted, to);
+	s->rx_unreturned += to - s->rx_granted;
+	s->rx_granted = to;
+	s->rx_grow_unsent = true;
 }
 
 bool stream_take_in(struct xs_stream *s)

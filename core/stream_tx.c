@@ -204,6 +204,7 @@ int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 		*dst = b->addr;
 	}
 	m->credits = (uint16_t)s->rx_unreturned;
+	m->flags = s->rx_grow_unsent ? XS_WIRE_F_GROW : 0;
 	xs_wire_msg_encode(m, *dst);
 	if (len && !*tail)
 		stream_iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len,
@@ -219,6 +220,7 @@ void stream_sent(struct xs_stream *s, enum xs_msg_type type,
 	if (type == XS_MSG_DATA || type == XS_MSG_RNDV)
 		s->tx_credits--;
 	s->rx_unreturned = 0;
+	s->rx_grow_unsent = false;
 	if (type != XS_MSG_DATA)
 		return;
 	if (b->addr)
@@ -304,7 +306,7 @@ int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
  */
 void stream_return_credits(struct xs_stream *s)
 {
-	uint32_t w = s->c->local.credits;
+	uint32_t w = s->rx_granted;
 
 	if (s->error || !s->rx_unreturned ||
 	    (s->rx_unreturned < (w + 1u) / 2u &&

@@ -123,7 +123,7 @@ still_serving()
 	honest_start
 	local rc=0
 	attacks bad-type bad-flags bad-len data-long data-empty rndv-zero \
-		rndv-huge rndv-wrap done-bogus credits-wrap credits-plus1 \
+		rndv-huge rndv-wrap done-bogus credits-wrap credits-plus1 grow-past \
 		data-after-fin data-after-move move-twice credit-overrun \
 		rndv-badkey rndv-badaddr || rc=$?
 	honest_finish
@@ -132,6 +132,7 @@ still_serving()
 	# a MOVE is accepted, what breaks the protocol after it is not
 	grep -q 'connection reset: data after MOVE' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
 	grep -q 'connection reset: MOVE after MOVE' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
+	grep -q 'connection reset: peer grew its window past its hello' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
 }
 
 @test "rogue: a region the server exposes is READ in bounds only, never written, dead after RNDV_DONE" {

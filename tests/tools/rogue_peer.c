@@ -12,7 +12,7 @@
  *
  * Malformed messages (the server must reset the connection):
  *   bad-type       a message of type 9
- *   bad-flags      CREDIT with nonzero flags
+ *   bad-flags      CREDIT with a flag bit no version defines
  *   bad-len        DATA whose header claims 200 bytes, 16 follow
  *   data-long      DATA one byte longer than the server's receive buffer
  *   data-empty     DATA with no payload
@@ -22,6 +22,9 @@
  *   done-bogus     RNDV_DONE for an id the server never exposed
  *   credits-wrap   CREDIT returning 4096 credits (none were taken)
  *   credits-plus1  CREDIT returning 1 credit (none were taken)
+ *   grow-past      CREDIT flagged XS_WIRE_F_GROW until the window would
+ *                  pass the rogue's hello (32 buffers: three doublings
+ *                  from 4 are honest and must not reset, the fourth lies)
  *   data-after-fin FIN, then DATA
  *   data-after-move MOVE (the rest on kernel TCP), then DATA
  *   move-twice     MOVE, then MOVE again
@@ -590,7 +593,7 @@ static int attack_message(struct rogue *r)
 		p[0] = 9;
 	} else if (!strcmp(attack, "bad-flags")) {
 		xs_wire_msg_encode(&m, p);
-		p[1] = 1;
+		p[1] = 0x80;
 	} else if (!strcmp(attack, "bad-len")) {
 		m = (struct xs_msg){ .type = XS_MSG_DATA, .len = 200 };
 		xs_wire_msg_encode(&m, p);
@@ -637,6 +640,24 @@ static int attack_message(struct rogue *r)
 	} else if (!strcmp(attack, "credits-plus1")) {
 		m.credits = 1;
 		xs_wire_msg_encode(&m, p);
+	} else if (!strcmp(attack, "grow-past")) {
+		unsigned int w = xs_wire_start_credits(r->local.credits);
+
+		m.flags = XS_WIRE_F_GROW;
+		xs_wire_msg_encode(&m, p);
+		post_slot(r, slot, len);
+		for (w = xs_wire_grown(w, r->local.credits);
+		     w < r->local.credits;
+		     w = xs_wire_grown(w, r->local.credits))
+			send_msg(r, &m);
+		t0 = now_ms();
+		if (wait_ended(r, t0, 500)) {
+			printf("attack %s: honest grows RESET (%s)\n", attack,
+			       r->ended);
+			return 1;
+		}
+		send_msg(r, &m); /* one past the hello's credits */
+		return verdict(r, t0, NULL);
 	} else if (!strcmp(attack, "data-after-fin") ||
 		   !strcmp(attack, "data-after-move") ||
 		   !strcmp(attack, "move-twice")) {
@@ -693,20 +714,23 @@ static int attack_overrun(struct rogue *r)
 	fprintf(stderr,
 		"rogue_peer: %u DATA sent; the server granted %u, then %u "
 		"more\n",
-		sent, r->peer.credits, r->granted);
+		sent, xs_wire_start_credits(r->peer.credits), r->granted);
 	if (!r->ended && sent >= ROGUE_OVERRUN_MAX) {
 		printf("attack %s: ACCEPTED %u DATA messages against %u "
 		       "credits\n",
-		       attack, sent, r->peer.credits + r->granted);
+		       attack, sent,
+		       xs_wire_start_credits(r->peer.credits) + r->granted);
 		return 1;
 	}
 	rc = verdict(r, t0, NULL);
 	/* the server's grants reach us after it made them: a reset while
 	 * we know of as many as we used would be one of an honest peer */
-	if (rc == 0 && sent <= r->peer.credits + r->granted) {
+	if (rc == 0 &&
+	    sent <= xs_wire_start_credits(r->peer.credits) + r->granted) {
 		printf("attack %s: an honest sender RESET after %u DATA "
 		       "against %u credits\n",
-		       attack, sent, r->peer.credits + r->granted);
+		       attack, sent,
+		       xs_wire_start_credits(r->peer.credits) + r->granted);
 		return 1;
 	}
 	return rc;

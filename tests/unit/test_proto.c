@@ -104,8 +104,16 @@ XT_TEST(msg_round_trips)
 	XT_ASSERT_EQ(n, XS_WIRE_MSG_LEN);
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n + 100, 4096, 1 << 20, &d), 0);
 	XT_ASSERT_EQ(d.type, XS_MSG_DATA);
+	XT_ASSERT_EQ(d.flags, 0);
 	XT_ASSERT_EQ(d.credits, 3);
 	XT_ASSERT_EQ(d.len, 100);
+	/* a grow: the flag in byte 1, on any message */
+	m.flags = XS_WIRE_F_GROW;
+	n = xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(buf[1], XS_WIRE_F_GROW);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, n + 100, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.flags, XS_WIRE_F_GROW);
+	XT_ASSERT_EQ(d.credits, 3);
 
 	m = (struct xs_msg){ .type = XS_MSG_RNDV,
 			     .credits = 1,
@@ -173,7 +181,9 @@ XT_TEST(msg_rejections)
 	buf[0] = 8; /* past XS_MSG_MOVE */
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
 	buf[0] = XS_MSG_CREDIT;
-	buf[1] = 1;
+	buf[1] = 2;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	buf[1] = 0x80;
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
 	buf[1] = 0;
 	buf[2] = 0x10;
@@ -184,6 +194,19 @@ XT_TEST(msg_rejections)
 	xs_wire_msg_encode(&m, buf);
 	buf[7] = 4;
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 12, 4096, 1 << 20, &d), -EPROTO);
+}
+
+XT_TEST(window_starts_small_and_doubles_to_the_hello)
+{
+	XT_ASSERT_EQ(xs_wire_start_credits(1), 1);
+	XT_ASSERT_EQ(xs_wire_start_credits(XS_WIRE_START_CREDITS),
+		     XS_WIRE_START_CREDITS);
+	XT_ASSERT_EQ(xs_wire_start_credits(32), XS_WIRE_START_CREDITS);
+	XT_ASSERT_EQ(xs_wire_grown(4, 32), 8);
+	XT_ASSERT_EQ(xs_wire_grown(16, 32), 32);
+	XT_ASSERT_EQ(xs_wire_grown(4, 6), 6);
+	XT_ASSERT_EQ(xs_wire_grown(32, 32), 32);
+	XT_ASSERT_EQ(xs_wire_grown(4096, XS_WIRE_MAX_CREDITS), 4096);
 }
 
 XT_TEST(rndv_descriptor_bounds)
