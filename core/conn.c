@@ -289,9 +289,11 @@ static int conn_setup_qp(struct xs_conn *c, const struct xs_conn_params *p)
 		return -ENOMEM;
 	c->nr_rx = nr_rx;
 	c->local.eager_size = p->eager_size; /* the size each buffer takes */
-	/* the window the peer starts with (XS_WIRE_START_CREDITS) */
+	/* the window the peer starts with (XS_WIRE_START_CREDITS), and the
+	 * control buffers but those of RNDV_DONE (xs_conn_windows_alloc()) */
 	rc = xs_conn_grow_rx(c, xs_wire_start_credits(p->credits) +
-					XS_WIRE_CTRL_BUFS);
+					XS_WIRE_CTRL_BUFS -
+					XS_WIRE_CTRL_RNDV_BUFS);
 	if (rc)
 		return rc;
 	if (p->max_rndv)
@@ -637,6 +639,13 @@ int xs_conn_windows_alloc(struct xs_conn *c)
 
 	if (c->nr_mw)
 		return 0;
+	/* the releases of the regions come into buffers of their own */
+	if (!c->rx_ctrl_rndv) {
+		rc = xs_conn_grow_rx(c, XS_WIRE_CTRL_RNDV_BUFS);
+		if (rc)
+			return rc;
+		c->rx_ctrl_rndv = true;
+	}
 	while (c->nr_mw < XS_RNDV_REGIONS) {
 		c->mw[c->nr_mw] = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
 		if (!c->mw[c->nr_mw]) {

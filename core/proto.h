@@ -56,9 +56,10 @@
  * granted, and doubles them, up to the hello's credits, when a DATA or
  * RNDV message leaves its peer without a credit. The message that returns
  * the new buffers' credits carries XS_WIRE_F_GROW: "the window doubled
- * (to at most the hello's credits) before these credits". An idle
- * connection keeps XS_WIRE_START_CREDITS + XS_WIRE_CTRL_BUFS buffers;
- * four hold a request/response of up to 16 KiB at a 4 KiB eager size.
+ * (to at most the hello's credits) before these credits". Four hold a
+ * request or response of up to 16 KiB at a 4 KiB eager size; an idle
+ * connection keeps them and XS_WIRE_CTRL_BUFS - XS_WIRE_CTRL_RNDV_BUFS
+ * control buffers.
  */
 #define XS_WIRE_START_CREDITS 4
 
@@ -131,9 +132,12 @@ enum xs_msg_type {
  * most one RNDV_DONE per region the peer exposed (at most 4 at once), so
  * control messages never outrun the re-posting: 4 for CREDIT, FIN and
  * RESET, 4 for RNDV_DONE (at worst the HCA's RNR retry, set to infinite,
- * paces them).
+ * paces them). The 4 for RNDV_DONE are posted with the first region a
+ * side exposes, before its RNDV goes: a connection that never sends one
+ * keeps 4 (XS_WIRE_CTRL_RNDV_BUFS fewer).
  */
-#define XS_WIRE_CTRL_BUFS 8
+#define XS_WIRE_CTRL_BUFS      8
+#define XS_WIRE_CTRL_RNDV_BUFS 4
 
 /* Message header, 8 bytes on the wire:
  *   0  u8  type           enum xs_msg_type

@@ -563,8 +563,8 @@ blast_ended()
 @test "sock: 1000 connections open at once in one process, each echoing, on default knobs" {
 	# 1000 receive rings on each side, registered as the connections
 	# come, within the default XSOCK_POOL_MB: an echo of 32 bytes leaves
-	# each at its start (4 data and 8 control buffers of 4 KiB, and the
-	# rendezvous spare: 52 KiB)
+	# each at its start (4 data and 4 control buffers of 4 KiB, and the
+	# rendezvous spare: 36 KiB)
 	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" \
 		XSOCK_STATS="$XS_RUN_DIR/srv.stats" "$XSNET" serve "$XS_ADDR_A" "$port" 1000
 	server_ready "srv$BATS_TEST_NUMBER" rdma
@@ -581,14 +581,14 @@ blast_ended()
 	[[ $(stat srv accepts) == 1000 && $(stat srv received) == 32000 ]]
 	# the pool registered the rings as they came and gave them back
 	# when they closed: at exit, no more than two superblocks remain; at
-	# most 64 KiB a connection at the peak (52 KiB, and the superblocks
+	# most 48 KiB a connection at the peak (36 KiB, and the superblocks
 	# of the send buffers and the last ring's not filled)
 	local who reg peak
 	for who in srv cli; do
 		read -r reg peak < <(awk '$1 == "registered" && $2 == "bytes" {
 			print $3, $5 }' "$XS_RUN_DIR/$who.stats")
 		echo "$who: registered $reg at exit, peak $peak"
-		((peak >= 1000 * 12 * 4096 && peak <= 1000 * 65536 &&
+		((peak >= 1000 * 8 * 4096 && peak <= 1000 * 49152 &&
 			reg <= 2 * 4194304))
 	done
 	note "1000 RDMA connections in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }');" \
@@ -596,19 +596,19 @@ blast_ended()
 }
 
 @test "sock: a server out of pool memory says busy; clients fall back per connection" {
-	# XSOCK_POOL_MB=1 registers one 4 MiB superblock: about 78 receive
-	# rings of 52 KiB, not 100
+	# XSOCK_POOL_MB=1 registers one 4 MiB superblock: about 110 receive
+	# rings of 36 KiB, not 160
 	remote_bg "srv$BATS_TEST_NUMBER" env LD_PRELOAD="$PWD/$LIB" XSOCK_POOL_MB=1 \
-		XSOCK_STATS="$XS_RUN_DIR/srv.stats" "$XSNET" serve "$XS_ADDR_A" "$port" 100
+		XSOCK_STATS="$XS_RUN_DIR/srv.stats" "$XSNET" serve "$XS_ADDR_A" "$port" 160
 	server_ready "srv$BATS_TEST_NUMBER" rdma
-	run --separate-stderr timeout 120 env $(xsenv cli) "$XSNET" many "$XS_ADDR_A" "$port" 100
+	run --separate-stderr timeout 120 env $(xsenv cli) "$XSNET" many "$XS_ADDR_A" "$port" 160
 	echo "$output"
 	((status == 0))
-	[[ "$output" == "connections 100 open at once, echo mismatches 0" ]]
+	[[ "$output" == "connections 160 open at once, echo mismatches 0" ]]
 	cat "$XS_RUN_DIR/cli.stats"
 	local rdma tcp
 	rdma=$(stat cli rdma) tcp=$(stat cli tcp)
-	((rdma > 0 && tcp > 0 && rdma + tcp == 100))
+	((rdma > 0 && tcp > 0 && rdma + tcp == 160))
 	[[ $(stat cli resource) == "$tcp" && $(stat cli peer-no-xsock) == 0 ]]
 	note "pool 1 MiB: $rdma connections over RDMA, $tcp over TCP (busy)"
 }
