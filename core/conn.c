@@ -639,13 +639,6 @@ int xs_conn_windows_alloc(struct xs_conn *c)
 
 	if (c->nr_mw)
 		return 0;
-	/* the releases of the regions come into buffers of their own */
-	if (!c->rx_ctrl_rndv) {
-		rc = xs_conn_grow_rx(c, XS_WIRE_CTRL_RNDV_BUFS);
-		if (rc)
-			return rc;
-		c->rx_ctrl_rndv = true;
-	}
 	while (c->nr_mw < XS_RNDV_REGIONS) {
 		c->mw[c->nr_mw] = ibv_alloc_mw(c->dev->pd, IBV_MW_TYPE_2);
 		if (!c->mw[c->nr_mw]) {

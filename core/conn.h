@@ -233,11 +233,9 @@ void xs_conn_destroy(struct xs_conn *c);
  * windows, for rendezvous regions; does nothing when it has them
  * @c: connection
  *
- * Posts the XS_WIRE_CTRL_RNDV_BUFS control buffers the regions' releases
- * come into first (xs_conn_grow_rx()), once.
  * Context: the stream's lock held; calls rdma-core (ibv_alloc_mw, a
- * system call each). Return: 0, or the -errno of xs_conn_grow_rx() or
- * ibv_alloc_mw (no window is kept then: large sends go eagerly).
+ * system call each). Return: 0, or the -errno of ibv_alloc_mw (no window
+ * is kept then: large sends go eagerly).
  */
 int xs_conn_windows_alloc(struct xs_conn *c);
 

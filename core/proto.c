@@ -235,7 +235,7 @@ int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
 	struct xs_msg d;
 
 	if (!p || len < XS_WIRE_MSG_LEN || len > eager_size ||
-	    (p[1] & ~XS_WIRE_F_GROW))
+	    (p[1] & ~(XS_WIRE_F_GROW | XS_WIRE_F_LAST)))
 		return -EPROTO;
 	memset(&d, 0, sizeof(d));
 	d.type = (enum xs_msg_type)p[0];
@@ -243,6 +243,10 @@ int xs_wire_msg_decode(const void *buf, size_t len, uint32_t eager_size,
 	d.credits = get16(p + 2);
 	d.len = get32(p + 4);
 	if (d.credits > XS_WIRE_MAX_CREDITS || d.len != len - XS_WIRE_MSG_LEN)
+		return -EPROTO;
+	/* only a message that spends a credit can spend the last */
+	if ((d.flags & XS_WIRE_F_LAST) && d.type != XS_MSG_DATA &&
+	    d.type != XS_MSG_RNDV)
 		return -EPROTO;
 	switch (d.type) {
 	case XS_MSG_DATA:

@@ -54,7 +54,10 @@
  * window autotuning, tcp_rcv_space_adjust()): each side starts with
  * xs_wire_start_credits() of the buffers its hello announces posted and
  * granted, and doubles them, up to the hello's credits, when a DATA or
- * RNDV message leaves its peer without a credit. The message that returns
+ * RNDV message spent its sender's last credit (XS_WIRE_F_LAST, set by the
+ * sender, which alone knows: credits returned may still be on their way
+ * to it), as the window held less than a round trip's worth. The message
+ * that returns
  * the new buffers' credits carries XS_WIRE_F_GROW: "the window doubled
  * (to at most the hello's credits) before these credits". Four hold a
  * request or response of up to 16 KiB at a 4 KiB eager size; an idle
@@ -152,6 +155,7 @@ enum xs_msg_type {
  */
 #define XS_WIRE_MSG_LEN	      8
 #define XS_WIRE_F_GROW	      0x01u /* see XS_WIRE_START_CREDITS */
+#define XS_WIRE_F_LAST	      0x02u /* DATA or RNDV: my last credit */
 #define XS_WIRE_RNDV_LEN      24
 #define XS_WIRE_RNDV_DONE_LEN 8
 

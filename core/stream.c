@@ -320,7 +320,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			s->rx_arrived += m.len;
 			s->pub->c.msgs_received++;
 			stream_pub_queues(s);
-			stream_rx_grow(s);
+			stream_rx_grow(s, m.flags & XS_WIRE_F_LAST);
 			return;
 		}
 		s->rx_data_held++;
@@ -336,7 +336,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 			s->rx_arrived += m.len;
 			s->pub->c.msgs_received++;
 			stream_pub_queues(s);
-			stream_rx_grow(s);
+			stream_rx_grow(s, m.flags & XS_WIRE_F_LAST);
 			return;
 		}
 		/* The descriptor is copied out; its buffer is held (one
@@ -351,7 +351,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		};
 		s->rndv_rx_wait++;
 		s->pub->c.msgs_received++;
-		stream_rx_grow(s);
+		stream_rx_grow(s, m.flags & XS_WIRE_F_LAST);
 		return;
 	case XS_MSG_RNDV_DONE:
 		stream_on_rndv_done(s, m.rndv_id);
@@ -683,12 +683,13 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	rndv = total > c->local.eager_size &&
 	       total > (cfg ? cfg->rndv_threshold : 32768u);
 	if (rndv_max && rndv && !s->stage && !s->rndv_off &&
-	    stream_stage_init(s, rndv_max)) {
+	    (rc = stream_stage_init(s, rndv_max)) && rc != -ENOBUFS) {
 		xs_log_once(XS_LOG_INFO, "stream",
 			    "cannot set up rendezvous (windows, staging "
 			    "area): large sends go eagerly");
 		s->rndv_off = true;
 	}
+	rc = 0; /* without a staging area, this call goes eagerly */
 	rndv_max = s->stage ? s->stage_chunk : 0;
 	if (total == 0 && s->error) /* tcp_sendmsg: even 0 bytes, after */
 		rc = stream_error(s, true, 0); /* an RST or a shutdown */
@@ -1069,6 +1070,11 @@ static size_t stream_lowat(const struct xs_stream *s)
 {
 	size_t half = (size_t)s->c->nr_rx * s->c->local.eager_size / 2;
 
+	/* a window that could not grow, with no credit left to the peer:
+	 * nothing more comes until the reader reads */
+	if (s->rx_granted < s->c->local.credits && !s->rx_grow_unsent &&
+	    s->rx_data_held + s->rx_unreturned >= s->rx_granted)
+		return 1;
 	return (size_t)s->rcvlowat < half ? (size_t)s->rcvlowat : half;
 }
 

@@ -155,10 +155,12 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
  */
 bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);
 
-/* After a DATA or RNDV message was taken: when it left the peer with no
- * credit, double our window (XS_WIRE_START_CREDITS), at most to our
- * hello's credits. With s->lock. */
-void stream_rx_grow(struct xs_stream *s);
+/* After a DATA or RNDV message was taken, @last when it says it spent
+ * its sender's last credit (XS_WIRE_F_LAST), and from
+ * stream_return_credits(): when the peer has no credit left, double our
+ * window (XS_WIRE_START_CREDITS), at most to our hello's credits. With
+ * s->lock. */
+void stream_rx_grow(struct xs_stream *s, bool last);
 
 /*
  * Take in what arrived for a reader that makes no call (the probe

@@ -28,16 +28,30 @@
  * exposed, stale bytes of this region: earlier bytes of this same stream).
  * Set up, with the connection's windows, at the first send beyond
  * XSOCK_RNDV_THRESHOLD, so connections that never send one register and
- * allocate nothing for it. Return: 0, or a negative errno (the stream
- * then sends everything eagerly).
+ * allocate nothing for it. First the XS_WIRE_CTRL_RNDV_BUFS control
+ * buffers the regions' releases land in are posted, once.
+ * Return: 0; -ENOBUFS when the pool has no buffer for those now (this
+ * send goes eagerly, a later one tries again); another negative errno
+ * (the stream then sends everything eagerly).
  */
 int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 {
 	size_t size = (size_t)chunk * XS_RNDV_REGIONS;
+	unsigned int live = s->c->rx_live;
 	uint8_t *base;
 	uint32_t i;
 	int rc;
 
+	if (!s->c->rx_ctrl_rndv) {
+		rc = xs_conn_grow_rx(s->c, XS_WIRE_CTRL_RNDV_BUFS);
+		if (rc && s->c->rx_live != live) { /* taken, not posted */
+			stream_reset(s, "cannot post a receive buffer");
+			return rc;
+		}
+		if (rc)
+			return -ENOBUFS;
+		s->c->rx_ctrl_rndv = true;
+	}
 	if (!s->c->nr_mw) {
 		rc = xs_conn_windows_alloc(s->c);
 		if (rc)

@@ -185,26 +185,28 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 
 /*
  * The new buffers' credits go with the next message out, flagged
- * XS_WIRE_F_GROW; stream_return_credits() sends a CREDIT at once, as the
- * peer has none left. One grow at a time: the next waits until that
+ * XS_WIRE_F_GROW; stream_return_credits() sends a CREDIT at once, the
+ * peer having none left. One grow at a time: the next waits until that
  * message went. A pool that cannot give every new buffer leaves the
- * window as it was, and the next message that fills it tries again.
+ * window as it was; stream_return_credits() tries again while the peer
+ * has no credit, and stream_lowat() meanwhile wants no more than what
+ * came.
  */
-void stream_rx_grow(struct xs_stream *s)
+void stream_rx_grow(struct xs_stream *s, bool last)
 {
 	struct xs_conn *c = s->c;
 	uint32_t to = xs_wire_grown(s->rx_granted, c->local.credits);
 	unsigned int live = c->rx_live;
 
-	if (s->rx_grow_unsent || to == s->rx_granted ||
-	    s->rx_data_held + s->rx_unreturned < s->rx_granted)
+	if (s->error || s->rx_grow_unsent || to == s->rx_granted ||
+	    (!last && s->rx_data_held + s->rx_unreturned < s->rx_granted))
 		return;
 	if (xs_conn_grow_rx(c, to - s->rx_granted)) {
 		if (c->rx_live != live) /* taken, not posted */
 			stream_reset(s, "cannot post a receive buffer");
 		return;
 	}
-	xs_dbg("stream", "receive window %u -> %u buffers", s->rx_granted, to);
+	xs_info("stream", "receive window %u -> %u buffers", s->rx_granted, to);
 	s->rx_unreturned += to - s->rx_granted;
 	s->rx_granted = to;
 	s->rx_grow_unsent = true;

@@ -205,6 +205,9 @@ int stream_build(struct xs_stream *s, struct xs_msg *m, struct iov_cursor *cur,
 	}
 	m->credits = (uint16_t)s->rx_unreturned;
 	m->flags = s->rx_grow_unsent ? XS_WIRE_F_GROW : 0;
+	if ((m->type == XS_MSG_DATA || m->type == XS_MSG_RNDV) &&
+	    s->tx_credits == 1)
+		m->flags |= XS_WIRE_F_LAST; /* the peer may grow its window */
 	xs_wire_msg_encode(m, *dst);
 	if (len && !*tail)
 		stream_iov_copy(cur, (uint8_t *)*dst + XS_WIRE_MSG_LEN, len,
@@ -306,8 +309,10 @@ int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
  */
 void stream_return_credits(struct xs_stream *s)
 {
-	uint32_t w = s->rx_granted;
+	uint32_t w;
 
+	stream_rx_grow(s, false); /* after a grow the pool refused */
+	w = s->rx_granted;
 	if (s->error || !s->rx_unreturned ||
 	    (s->rx_unreturned < (w + 1u) / 2u &&
 	     s->rx_data_held + s->rx_unreturned < w))

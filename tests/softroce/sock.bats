@@ -363,6 +363,11 @@ PROBE_CASES_LONG="listen_autobind so_sndtimeo dup_family dup2_onto_socket
 	[[ $(stat cli exposed) == "$regions" ]]
 	# the echo server writes what each read returned: some of it large
 	(($(stat cli pulled) > 0))
+	# the server's receive window started at 4 buffers and grew, with
+	# the stream, to XSOCK_RECV_BUFS (32)
+	grep 'receive window' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
+	grep -q 'receive window 4 -> 8 buffers' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
+	grep -q 'receive window 16 -> 32 buffers' "$XS_RUN_DIR/srv$BATS_TEST_NUMBER.log"
 	note "echo ${#sizes[@]} sizes, $total bytes each way over RDMA;" \
 		"$regions regions exposed, $(stat cli pulled) pulled"
 }

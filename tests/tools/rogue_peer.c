@@ -94,7 +94,10 @@
 
 #include "../../core/proto.h"
 
-#define ROGUE_CREDITS  32
+#define ROGUE_CREDITS 32
+/* grow-past: honest doublings first, from a smaller start */
+_Static_assert(ROGUE_CREDITS > 2 * XS_WIRE_START_CREDITS,
+	       "grow-past needs a window that can double");
 #define ROGUE_EAGER    4096u
 #define ROGUE_MAX_RNDV (1u << 20)
 #define ROGUE_TX_SLOTS 64

@@ -181,10 +181,21 @@ XT_TEST(msg_rejections)
 	buf[0] = 8; /* past XS_MSG_MOVE */
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
 	buf[0] = XS_MSG_CREDIT;
-	buf[1] = 2;
+	buf[1] = 4; /* a flag no version defines */
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
 	buf[1] = 0x80;
 	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	/* "my last credit" only on a message that spends one */
+	buf[1] = XS_WIRE_F_LAST;
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 8, 4096, 1 << 20, &d), -EPROTO);
+	m = (struct xs_msg){ .type = XS_MSG_DATA,
+			     .flags = XS_WIRE_F_LAST | XS_WIRE_F_GROW,
+			     .len = 1 };
+	xs_wire_msg_encode(&m, buf);
+	XT_ASSERT_EQ(xs_wire_msg_decode(buf, 9, 4096, 1 << 20, &d), 0);
+	XT_ASSERT_EQ(d.flags, XS_WIRE_F_LAST | XS_WIRE_F_GROW);
+	m = (struct xs_msg){ .type = XS_MSG_CREDIT };
+	xs_wire_msg_encode(&m, buf);
 	buf[1] = 0;
 	buf[2] = 0x10;
 	buf[3] = 0x01; /* 4097 credits */
