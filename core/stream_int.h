@@ -149,8 +149,9 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
  * Queue DATA message @idx (@len payload bytes, its header read) behind the
  * last entry queued, in that one's receive buffer or in a heap entry, and
  * post its receive buffer again (a credit, returned with the others):
- * when a quarter of the window is held unread, and for the heap past
- * half of it. Called with s->lock held. Return: whether it was queued so;
+ * when a quarter of the hello's credits (what the window may grow to) is
+ * held unread, and for the heap past half of them; a window smaller than
+ * that grows instead, sparing the copies. Called with s->lock held. Return: whether it was queued so;
  * false leaves it to take an entry of its own.
  */
 bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);

@@ -165,13 +165,13 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 		return false;
 	t = &s->rxq[(s->rxq_head + s->rxq_len - 1) % c->nr_rx];
 	if (t->state != XS_RX_HEAP &&
-	    s->rx_data_held < (s->rx_granted + 3u) / 4u)
+	    s->rx_data_held < (c->local.credits + 3u) / 4u)
 		return false;
 	if (t->state == XS_RX_DATA && len <= c->local.eager_size - t->end) {
 		dst = (uint8_t *)c->rx[t->idx].addr;
 	} else if ((t->state == XS_RX_HEAP && stream_rx_heap_room(s, t, len)) ||
 		   (t->state == XS_RX_DATA &&
-		    s->rx_data_held >= (s->rx_granted + 1u) / 2u &&
+		    s->rx_data_held >= (c->local.credits + 1u) / 2u &&
 		    stream_rx_to_heap(s, t, len))) {
 		dst = t->buf.addr;
 	} else {

@@ -302,20 +302,22 @@ int stream_post_ctrl(struct xs_stream *s, enum xs_msg_type type)
 }
 
 /*
- * Announce re-posted buffers once half the ring waits (cf. TCP's window
- * update), or once the peer has no credit left: every one is held unread
- * here or re-posted unannounced (core/stream_rx.c holds some back). A
+ * Announce re-posted buffers once half the ring at its largest waits (cf.
+ * TCP's window update), or once the peer has no credit left: every one of
+ * the window is held unread here or re-posted unannounced
+ * (core/stream_rx.c holds some back). A window still growing returns its
+ * credits with our next message, as a request's are with its response,
+ * unless the peer ran out: a CREDIT each time would cost a message. A
  * control message, never blocks.
  */
 void stream_return_credits(struct xs_stream *s)
 {
-	uint32_t w;
+	uint32_t half = (s->c->local.credits + 1u) / 2u;
 
 	stream_rx_grow(s, false); /* after a grow the pool refused */
-	w = s->rx_granted;
 	if (s->error || !s->rx_unreturned ||
-	    (s->rx_unreturned < (w + 1u) / 2u &&
-	     s->rx_data_held + s->rx_unreturned < w))
+	    (s->rx_unreturned < half &&
+	     s->rx_data_held + s->rx_unreturned < s->rx_granted))
 		return;
 	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
 		s->pub->c.credit_msgs++;
