@@ -129,9 +129,10 @@ enum xs_msg_type {
  * re-posts a control buffer as soon as it reaps the message. Control messages spend
  * no credit, so a window update or a region release can always be sent even
  * when both data windows are full (the classic credit deadlock). A side
- * sends CREDIT only after reading half a window of the peer's DATA, or
- * once after a second of quiet with buffers read and unannounced (the
- * next one waits for more DATA read, which the peer reaps with), and at
+ * sends CREDIT only after reading half its largest window of the peer's
+ * DATA, when the peer has no credit left (after a grow, too), or once
+ * after a second of quiet with buffers read and unannounced (the next one
+ * waits for more DATA read, which the peer reaps with), and at
  * most one RNDV_DONE per region the peer exposed (at most 4 at once), so
  * control messages never outrun the re-posting: 4 for CREDIT, FIN and
  * RESET, 4 for RNDV_DONE (at worst the HCA's RNR retry, set to infinite,

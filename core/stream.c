@@ -683,10 +683,11 @@ ssize_t xs_stream_send(struct xs_stream *s, const struct iovec *iov, int iovcnt,
 	rndv = total > c->local.eager_size &&
 	       total > (cfg ? cfg->rndv_threshold : 32768u);
 	if (rndv_max && rndv && !s->stage && !s->rndv_off &&
-	    (rc = stream_stage_init(s, rndv_max)) && rc != -ENOBUFS) {
-		xs_log_once(XS_LOG_INFO, "stream",
-			    "cannot set up rendezvous (windows, staging "
-			    "area): large sends go eagerly");
+	    (rc = stream_stage_init(s, rndv_max)) && rc != -EAGAIN) {
+		if (!s->error)
+			xs_log_once(XS_LOG_INFO, "stream",
+				    "cannot set up rendezvous (windows, "
+				    "staging area): large sends go eagerly");
 		s->rndv_off = true;
 	}
 	rc = 0; /* without a staging area, this call goes eagerly */

@@ -195,19 +195,22 @@ struct xs_stream {
 	uint32_t rndv_rx_wait; /* RNDV entries not READ yet */
 	uint32_t *done_q;      /* region ids READ, RNDV_DONE not posted: */
 	uint32_t done_q_head, done_q_len; /* a FIFO of nr_rx entries */
-	uint64_t rndv_rx_held;	  /* bytes READ or being READ, not consumed */
-	uint32_t rx_unreturned;	  /* buffers re-posted, not yet announced */
-	uint32_t rx_granted;	  /* our window: data buffers posted for the
+	uint64_t rndv_rx_held;	   /* bytes READ or being READ, not consumed */
+	uint32_t rx_unreturned;	   /* buffers re-posted, not yet announced */
+	uint32_t rx_granted;	   /* our window: data buffers posted for the
 				   * peer (c->rx_live less the control
 				   * buffers) */
-	bool rx_grow_unsent;	  /* rx_unreturned holds a grow's credits:
+	bool rx_grow_unsent;	   /* rx_unreturned holds a grow's credits:
 				   * the next message carries XS_WIRE_F_GROW */
-	uint32_t rx_data_held;	  /* DATA and RNDV buffers not yet read */
-	bool rx_spare_busy;	  /* c->rx_spare holds a piece of a region */
-	size_t rx_heap_size;	  /* bytes allocated to XS_RX_HEAP entries */
-	uint32_t rx_heap_entries; /* XS_RX_HEAP entries queued */
-	bool peer_fin;		  /* FIN received: EOF after the queue */
-	bool peer_gone;		  /* DISCONNECTED: the peer's QP is gone */
+	bool rx_grow_refused;	   /* the pool refused the last grow: pack
+				   * as a full window would */
+	uint64_t rx_grow_retry_us; /* then, no new try before (xs_now_us) */
+	uint32_t rx_data_held;	   /* DATA and RNDV buffers not yet read */
+	bool rx_spare_busy;	   /* c->rx_spare holds a piece of a region */
+	size_t rx_heap_size;	   /* bytes allocated to XS_RX_HEAP entries */
+	uint32_t rx_heap_entries;  /* XS_RX_HEAP entries queued */
+	bool peer_fin;		   /* FIN received: EOF after the queue */
+	bool peer_gone;		   /* DISCONNECTED: the peer's QP is gone */
 	int rcvlowat; /* SO_RCVLOWAT: bytes a read waits for and poll wants */
 	bool tx_after_fin; /* bytes went after the peer's FIN: once its QP is
 			    * gone they drew its RST (stream_peer_lost()) */

@@ -30,7 +30,7 @@
  * XSOCK_RNDV_THRESHOLD, so connections that never send one register and
  * allocate nothing for it. First the XS_WIRE_CTRL_RNDV_BUFS control
  * buffers the regions' releases land in are posted, once.
- * Return: 0; -ENOBUFS when the pool has no buffer for those now (this
+ * Return: 0; -EAGAIN when the pool has no buffer for those now (this
  * send goes eagerly, a later one tries again); another negative errno
  * (the stream then sends everything eagerly).
  */
@@ -49,7 +49,7 @@ int stream_stage_init(struct xs_stream *s, uint32_t chunk)
 			return rc;
 		}
 		if (rc)
-			return -ENOBUFS;
+			return -EAGAIN;
 		s->c->rx_ctrl_rndv = true;
 	}
 	if (!s->c->nr_mw) {

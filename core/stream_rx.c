@@ -158,20 +158,23 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
 {
 	struct xs_conn *c = s->c;
 	const uint8_t *src = (const uint8_t *)c->rx[idx].addr + XS_WIRE_MSG_LEN;
+	/* a window that grows packs nothing below the largest one's
+	 * thresholds: it grows instead, sparing the copies, unless the pool
+	 * refused it the buffers */
+	uint32_t w = s->rx_grow_refused ? s->rx_granted : c->local.credits;
 	struct xs_stream_rx *t;
 	uint8_t *dst;
 
 	if (!s->rxq_len)
 		return false;
 	t = &s->rxq[(s->rxq_head + s->rxq_len - 1) % c->nr_rx];
-	if (t->state != XS_RX_HEAP &&
-	    s->rx_data_held < (c->local.credits + 3u) / 4u)
+	if (t->state != XS_RX_HEAP && s->rx_data_held < (w + 3u) / 4u)
 		return false;
 	if (t->state == XS_RX_DATA && len <= c->local.eager_size - t->end) {
 		dst = (uint8_t *)c->rx[t->idx].addr;
 	} else if ((t->state == XS_RX_HEAP && stream_rx_heap_room(s, t, len)) ||
 		   (t->state == XS_RX_DATA &&
-		    s->rx_data_held >= (c->local.credits + 1u) / 2u &&
+		    s->rx_data_held >= (w + 1u) / 2u &&
 		    stream_rx_to_heap(s, t, len))) {
 		dst = t->buf.addr;
 	} else {
@@ -188,24 +191,41 @@ bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len)
  * XS_WIRE_F_GROW; stream_return_credits() sends a CREDIT at once, the
  * peer having none left. One grow at a time: the next waits until that
  * message went. A pool that cannot give every new buffer leaves the
- * window as it was; stream_return_credits() tries again while the peer
- * has no credit, and stream_lowat() meanwhile wants no more than what
- * came.
+ * window as it was and packs as a full one would (stream_rx_pack());
+ * stream_return_credits() tries again while the peer has no credit, at
+ * most every STREAM_GROW_RETRY_US, and stream_lowat() meanwhile wants no
+ * more than what came. A direction that ended grows no more.
  */
+/* 10 ms: the probe thread's pace for a reader with arrivals waiting */
+#define STREAM_GROW_RETRY_US 10000u
+
 void stream_rx_grow(struct xs_stream *s, bool last)
 {
 	struct xs_conn *c = s->c;
 	uint32_t to = xs_wire_grown(s->rx_granted, c->local.credits);
 	unsigned int live = c->rx_live;
 
-	if (s->error || s->rx_grow_unsent || to == s->rx_granted ||
+	if (s->error || s->peer_fin || s->peer_moved || s->rd_shut ||
+	    s->rx_grow_unsent || to == s->rx_granted ||
 	    (!last && s->rx_data_held + s->rx_unreturned < s->rx_granted))
 		return;
+	if (!last && s->rx_grow_refused && xs_now_us() < s->rx_grow_retry_us)
+		return;
 	if (xs_conn_grow_rx(c, to - s->rx_granted)) {
-		if (c->rx_live != live) /* taken, not posted */
+		if (c->rx_live != live) { /* taken, not posted */
 			stream_reset(s, "cannot post a receive buffer");
+			return;
+		}
+		if (!s->rx_grow_refused)
+			xs_info("stream",
+				"receive window %u: no pool buffers to grow "
+				"to %u; packing",
+				s->rx_granted, to);
+		s->rx_grow_refused = true;
+		s->rx_grow_retry_us = xs_now_us() + STREAM_GROW_RETRY_US;
 		return;
 	}
+	s->rx_grow_refused = false;
 	xs_info("stream", "receive window %u -> %u buffers", s->rx_granted, to);
 	s->rx_unreturned += to - s->rx_granted;
 	s->rx_granted = to;

@@ -278,6 +278,9 @@ MSET (10 keys)' conns=0
 		--protected-mode no --dir "$XS_RUN_DIR/daemon.d" --daemonize yes \
 		--pidfile "$pidfile" --logfile "$XS_RUN_DIR/daemon.log"
 	server_ready daemon rdma
+	# redis-server writes its pidfile after it listens (createPidFile()
+	# follows initServer())
+	retry_for 10 test -s "$pidfile"
 	pid=$(<"$pidfile")
 	# a Python client holds an RDMA connection, dup()s it, forks+execs
 	# redis-cli (its own RDMA connection), and goes on over the duplicate

@@ -11,7 +11,12 @@ and a client that reads the answers only after its last line.
                                     send of its own, then shutdown(SHUT_WR),
                                     and only then read until EOF; prints
                                     the lines and bytes that came back and
-                                    whether they are the lines in capitals
+                                    whether they are the lines in capitals;
+                                    with LINECHAT_FILL=HOST:PORT:K in the
+                                    environment, it opens K more
+                                    connections there after its first
+                                    line, each echoing one byte (an echo
+                                    server), then idle until the end
   linechat.py flood HOST PORT L     accept one connection, send L lines of
                                     35 bytes, each by a send of its own,
                                     print "sent L lines", then read: prints
@@ -68,10 +73,20 @@ def serve(host, port, n):
 
 def client(host, port, nlines):
     sock = socket.create_connection((host, port))
+    fill = os.environ.get("LINECHAT_FILL")
+    held = []
     want = hashlib.sha256()
     for i in range(nlines):
         sock.sendall(line(i))
         want.update(line(i).upper())
+        if i == 0 and fill:  # the chat's transport is taken: fill the pool
+            fhost, fport, k = fill.rsplit(":", 2)
+            for _ in range(int(k)):
+                one = socket.create_connection((fhost, int(fport)))
+                one.sendall(b"x")
+                if one.recv(1) != b"x":
+                    sys.exit("linechat: the fill server did not echo")
+                held.append(one)
     sock.shutdown(socket.SHUT_WR)
     got = hashlib.sha256()
     nbytes = lines = 0
@@ -83,6 +98,8 @@ def client(host, port, nlines):
         nbytes += len(data)
         lines += data.count(b"\n")
     sock.close()
+    for one in held:
+        one.close()
     print("sent %d lines, got %d lines, %d bytes, %s" %
           (nlines, lines, nbytes,
            "the lines in capitals" if got.digest() == want.digest()
