@@ -312,7 +312,7 @@ static void stream_on_recv(struct xs_stream *s, const struct ibv_wc *wc)
 		}
 		/* what the peer may fill: the window, less what we hold
 		 * and what we re-posted without saying so yet */
-		if (s->rx_data_held + s->rx_unreturned >= s->rx_granted) {
+		if (stream_peer_dry(s)) { /* and yet it sent */
 			stream_reset(s, "peer overran its data credits");
 			return;
 		}
@@ -1074,7 +1074,7 @@ static size_t stream_lowat(const struct xs_stream *s)
 	/* a window that could not grow, with no credit left to the peer:
 	 * nothing more comes until the reader reads */
 	if (s->rx_granted < s->c->local.credits && !s->rx_grow_unsent &&
-	    s->rx_data_held + s->rx_unreturned >= s->rx_granted)
+	    stream_peer_dry(s))
 		return 1;
 	return (size_t)s->rcvlowat < half ? (size_t)s->rcvlowat : half;
 }

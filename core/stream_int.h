@@ -156,6 +156,13 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which);
  */
 bool stream_rx_pack(struct xs_stream *s, uint32_t idx, uint32_t len);
 
+/* Whether the peer has no credit left: every buffer of our window is held
+ * unread or re-posted unannounced. With s->lock. */
+static inline bool stream_peer_dry(const struct xs_stream *s)
+{
+	return s->rx_data_held + s->rx_unreturned >= s->rx_granted;
+}
+
 /* After a DATA or RNDV message was taken, @last when it says it spent
  * its sender's last credit (XS_WIRE_F_LAST), and from
  * stream_return_credits(): when the peer has no credit left, double our

@@ -207,7 +207,7 @@ void stream_rx_grow(struct xs_stream *s, bool last)
 
 	if (s->error || s->peer_fin || s->peer_moved || s->rd_shut ||
 	    s->rx_grow_unsent || to == s->rx_granted ||
-	    (!last && s->rx_data_held + s->rx_unreturned < s->rx_granted))
+	    (!last && !stream_peer_dry(s)))
 		return;
 	if (!last && s->rx_grow_refused && xs_now_us() < s->rx_grow_retry_us)
 		return;

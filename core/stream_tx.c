@@ -316,8 +316,7 @@ void stream_return_credits(struct xs_stream *s)
 
 	stream_rx_grow(s, false); /* after a grow the pool refused */
 	if (s->error || !s->rx_unreturned ||
-	    (s->rx_unreturned < half &&
-	     s->rx_data_held + s->rx_unreturned < s->rx_granted))
+	    (s->rx_unreturned < half && !stream_peer_dry(s)))
 		return;
 	if (stream_post_ctrl(s, XS_MSG_CREDIT) == 0)
 		s->pub->c.credit_msgs++;
