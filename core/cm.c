@@ -19,6 +19,10 @@
  * rdma_ack_cm_event(), and rdma_destroy_id() returns only after every
  * event it reported was acked: a connection, and its stream's eventfd,
  * freed after xs_conn_destroy() destroyed the id is never touched again.
+ * An id whose destruction failed (the kernel refuses a thread whose
+ * credentials changed since the channel was made, EACCES) stays on the
+ * channel: xs_conn_destroy() has it name no connection first
+ * (xs_cm_forget()).
  * The thread is not xsock-cm, the negotiation thread (core/neg.c): that
  * one makes QPs and steps handshakes, and a peer's end must not wait
  * behind them; this one sleeps in poll(2) until an event comes.
@@ -36,6 +40,8 @@
 #include "stream.h"
 
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+/* held by the thread around each event, and by xs_cm_forget() */
+static pthread_mutex_t cm_event_lock = PTHREAD_MUTEX_INITIALIZER;
 /* the process's channel, read by its thread; NULL until the first
  * established connection asks, and in a forked child until its own */
 static struct rdma_event_channel *cm_ch;
@@ -63,19 +69,24 @@ struct rdma_event_channel *xs_cm_channel_create(void)
  * connection's own channel, stream_cm_events()). */
 static void cm_event(const struct rdma_cm_event *ev)
 {
-	struct xs_conn *c = ev->id->context;
+	struct xs_conn *c;
 	atomic_int *kick;
 	int fd;
 
-	if (ev->event != RDMA_CM_EVENT_DISCONNECTED || !c)
+	if (ev->event != RDMA_CM_EVENT_DISCONNECTED)
 		return;
-	atomic_store(&c->cm_down, true);
-	/* after the mark: a sleeper makes its eventfd, then looks at the
-	 * mark (stream_sleep()), so one of the two sees the other */
-	kick = atomic_load(&c->cm_kick);
-	fd = kick ? atomic_load(kick) : -1;
-	if (fd >= 0)
-		(void)!eventfd_write(fd, 1);
+	pthread_mutex_lock(&cm_event_lock);
+	c = ev->id->context; /* NULL: forgotten (xs_cm_forget()) */
+	if (c) {
+		atomic_store(&c->cm_down, true);
+		/* after the mark: a sleeper makes its eventfd, then looks
+		 * at the mark (stream_sleep()), so one sees the other */
+		kick = atomic_load(&c->cm_kick);
+		fd = kick ? atomic_load(kick) : -1;
+		if (fd >= 0)
+			(void)!eventfd_write(fd, 1);
+	}
+	pthread_mutex_unlock(&cm_event_lock);
 	xs_stream_news_bump();
 }
 
@@ -96,6 +107,11 @@ static void *cm_main(void *arg)
 				    "rdma_get_cm_event: %s: a peer's end may "
 				    "be seen only at the next send",
 				    strerror(errno));
+			/* no new connection comes here; those here stay */
+			pthread_mutex_lock(&cm_lock);
+			if (cm_ch == ch)
+				cm_ch = NULL;
+			pthread_mutex_unlock(&cm_lock);
 			return NULL;
 		}
 		(void)xs_real.poll(&pfd, 1, -1);
@@ -161,6 +177,13 @@ int xs_cm_settle(struct xs_conn *c)
 	return 0;
 }
 
+void xs_cm_forget(struct rdma_cm_id *id)
+{
+	pthread_mutex_lock(&cm_event_lock);
+	id->context = NULL;
+	pthread_mutex_unlock(&cm_event_lock);
+}
+
 void xs_cm_fork_child(void)
 {
 	/* The parent's channel and thread: its ids' events are the
@@ -168,5 +191,6 @@ void xs_cm_fork_child(void)
 	 * file, closed at exec) stays as it is, for the parent's ids that
 	 * this image still holds. The child makes its own when it asks. */
 	pthread_mutex_init(&cm_lock, NULL);
+	pthread_mutex_init(&cm_event_lock, NULL);
 	cm_ch = NULL;
 }

@@ -662,8 +662,8 @@ void xs_conn_destroy(struct xs_conn *c)
 	if (c->rx_spare.addr)
 		xs_pool_free(&c->dev->pool, &c->rx_spare);
 	free(c->rx);
-	if (c->id)
-		rdma_destroy_id(c->id);
+	if (c->id && rdma_destroy_id(c->id))
+		xs_cm_forget(c->id); /* still on its channel (core/cm.c) */
 	if (c->ch)
 		rdma_destroy_event_channel(c->ch);
 	free(c);

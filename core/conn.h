@@ -270,6 +270,16 @@ bool xs_cm_ready(void);
 int xs_cm_settle(struct xs_conn *c);
 
 /**
+ * xs_cm_forget() - have the events of @id name no connection: its
+ *                  rdma_destroy_id() failed, so it stays on its channel
+ *                  while its connection goes
+ * @id: the connection's id
+ *
+ * Context: any thread; waits for an event of the CM thread in progress.
+ */
+void xs_cm_forget(struct rdma_cm_id *id);
+
+/**
  * xs_cm_fork_child() - forget the parent's CM channel and thread in a
  *                      forked child: the child makes its own
  *

@@ -233,7 +233,8 @@ struct xs_stream {
 	/* eventfd a shutdown() writes, and the process's CM thread at the
 	 * peer's DISCONNECTED (core/cm.c), so that threads asleep on the
 	 * stream's fds (in recv, send, poll, epoll) wake: cf.
-	 * sk_state_change(); made at the first wait, -1 before */
+	 * sk_state_change(); made at the first wait, -1 before, -2 when
+	 * none could be made */
 	atomic_int kick_fd;
 	int error;	    /* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */

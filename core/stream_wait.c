@@ -34,8 +34,9 @@ bool stream_cm_check(struct xs_stream *s)
 {
 	atomic_bool *down = &s->c->cm_down;
 
-	if (!atomic_load_explicit(down, memory_order_relaxed) ||
-	    !atomic_exchange(down, false))
+	/* seq_cst: after the store of the kick in stream_kick_fd(), as
+	 * the CM thread loads the kick after its store of the mark */
+	if (!atomic_load(down) || !atomic_exchange(down, false))
 		return false;
 	stream_cm_down(s);
 	return true;
@@ -127,18 +128,20 @@ int stream_kick_fd(struct xs_stream *s)
 {
 	int fd = atomic_load_explicit(&s->kick_fd, memory_order_relaxed);
 
-	if (fd < 0) {
+	if (fd == -1) {
 		fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 		if (fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
-				    "thread, or the peer's end, may not wake "
-				    "a blocked call",
+				    "thread, or the peer's end, wakes a "
+				    "blocked call within 100 ms",
 				    strerror(errno));
-		/* before the look at the CM thread's mark (core/cm.c) */
-		atomic_store(&s->kick_fd, fd);
+		/* before the look at the CM thread's mark (core/cm.c); -2:
+		 * none, for good, so that the fds the stream's waits were
+		 * given keep their order (xs_stream_wait_fds()) */
+		atomic_store(&s->kick_fd, fd >= 0 ? fd : -2);
 	}
-	return fd;
+	return fd >= 0 ? fd : -1;
 }
 
 /* Wake every thread asleep on @s's fds. Called with s->lock held. */
@@ -264,6 +267,11 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
 	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
 		wait_ms = 1;
+	/* no kick and no CM channel of its own: a shutdown() or the peer's
+	 * end, which the probe thread finds, wakes no one here */
+	if (stream_kick_fd(s) < 0 && !s->c->ch &&
+	    (wait_ms < 0 || wait_ms > 100))
+		wait_ms = 100;
 	/* the order of xs_stream_wait_fds(); a poll(2) entry of fd -1 is
 	 * ignored */
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
