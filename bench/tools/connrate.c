@@ -15,12 +15,14 @@
  *                                   to the echoed byte
  *   connrate hold IP PORT N         N connections open at once, each proven
  *                                   by a 1-byte echo; prints "rss_kib X"
- *                                   (own VmRSS) and "held N", then waits for
+ *                                   (own VmRSS), "fds F" (its open fds)
+ *                                   and "held N", then waits for
  *                                   EOF on stdin or SIGTERM/SIGINT; a script
  *                                   that backgrounds it must feed stdin from
  *                                   a pipe or fifo (a background job's
  *                                   stdin is /dev/null: EOF at once)
  *   connrate rss PID                VmRSS of PID in KiB, a bare number
+ *   connrate fds PID                open fds of PID, a bare number
  *
  * Errors: "connrate: <call>: <strerror>" on stderr and exit 1; bad usage
  * exits 2. Clients set 10 s SO_RCVTIMEO/SO_SNDTIMEO, so nothing hangs.
@@ -29,6 +31,7 @@
 #define _GNU_SOURCE /* accept4, ppoll */
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -82,7 +85,8 @@ static void __attribute__((noreturn)) usage(const char *why)
 	fputs("usage: connrate serve IP PORT\n"
 	      "       connrate rate IP PORT SECONDS\n"
 	      "       connrate hold IP PORT N\n"
-	      "       connrate rss PID\n",
+	      "       connrate rss PID\n"
+	      "       connrate fds PID\n",
 	      stderr);
 	exit(2);
 }
@@ -122,6 +126,29 @@ static void signals_setup(sigset_t *wait_mask)
 	if (sigdelset(wait_mask, SIGTERM) < 0 ||
 	    sigdelset(wait_mask, SIGINT) < 0)
 		die("sigdelset");
+}
+
+/* Open fds of @pid ("self" or digits), or -1 with errno set. */
+static long fd_count(const char *pid)
+{
+	char path[64];
+	struct dirent *d;
+	long n = 0;
+	DIR *dir;
+	int len;
+
+	len = snprintf(path, sizeof(path), "/proc/%s/fd", pid);
+	if (len < 0 || (size_t)len >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n - !strcmp(pid, "self"); /* the directory's own fd */
 }
 
 /* VmRSS of @pid ("self" or digits) in KiB, or -1 with errno set. */
@@ -601,7 +628,7 @@ static int do_hold(const char *ip, const char *port, const char *count)
 	sigset_t wait_mask;
 	int *fds, have_stdin;
 	rlim_t limit;
-	long kib;
+	long kib, nfd;
 
 	/* before any socket() can take fd 0 */
 	have_stdin = fcntl(STDIN_FILENO, F_GETFD) >= 0;
@@ -629,7 +656,10 @@ static int do_hold(const char *ip, const char *port, const char *count)
 	kib = rss_kib("self");
 	if (kib < 0)
 		die("VmRSS of /proc/self/status");
-	if (printf("rss_kib %ld\nheld %ld\n", kib, n) < 0)
+	nfd = fd_count("self");
+	if (nfd < 0)
+		die("/proc/self/fd");
+	if (printf("rss_kib %ld\nfds %ld\nheld %ld\n", kib, nfd, n) < 0)
 		die("stdout");
 	stdout_flush();
 
@@ -656,6 +686,21 @@ static int do_rss(const char *pid)
 	return 0;
 }
 
+static int do_fds(const char *pid)
+{
+	long n;
+
+	if (!*pid || strspn(pid, "0123456789") != strlen(pid))
+		usage("PID must be a process id");
+	n = fd_count(pid);
+	if (n < 0)
+		die("/proc/%s/fd", pid);
+	if (printf("%ld\n", n) < 0)
+		die("stdout");
+	stdout_flush();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "serve"))
@@ -666,5 +711,7 @@ int main(int argc, char **argv)
 		return do_hold(argv[2], argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "rss"))
 		return do_rss(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "fds"))
+		return do_fds(argv[2]);
 	usage(NULL);
 }
