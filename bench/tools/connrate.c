@@ -128,6 +128,19 @@ static void signals_setup(sigset_t *wait_mask)
 		die("sigdelset");
 }
 
+/* "/proc/@pid/@leaf" into @path (64 bytes). Return: 0, or -1 with errno
+ * ENAMETOOLONG. */
+static int proc_path(char path[64], const char *pid, const char *leaf)
+{
+	int n = snprintf(path, 64, "/proc/%s/%s", pid, leaf);
+
+	if (n < 0 || n >= 64) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 /* Open fds of @pid ("self" or digits), or -1 with errno set. */
 static long fd_count(const char *pid)
 {
@@ -135,13 +148,9 @@ static long fd_count(const char *pid)
 	struct dirent *d;
 	long n = 0;
 	DIR *dir;
-	int len;
 
-	len = snprintf(path, sizeof(path), "/proc/%s/fd", pid);
-	if (len < 0 || (size_t)len >= sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (proc_path(path, pid, "fd"))
 		return -1;
-	}
 	dir = opendir(path);
 	if (!dir)
 		return -1;
@@ -159,11 +168,8 @@ static long rss_kib(const char *pid)
 	FILE *f;
 	int n;
 
-	n = snprintf(path, sizeof(path), "/proc/%s/status", pid);
-	if (n < 0 || (size_t)n >= sizeof(path)) {
-		errno = ENAMETOOLONG;
+	if (proc_path(path, pid, "status"))
 		return -1;
-	}
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -671,31 +677,20 @@ static int do_hold(const char *ip, const char *port, const char *count)
 	return 0;
 }
 
-static int do_rss(const char *pid)
+/* connrate rss PID, connrate fds PID: VmRSS of PID in KiB (@fds false),
+ * or its open fds, a bare number */
+static int do_proc(const char *pid, bool fds)
 {
-	long kib;
+	long v;
 
 	if (!*pid || strspn(pid, "0123456789") != strlen(pid))
 		usage("PID must be a process id");
-	kib = rss_kib(pid);
-	if (kib < 0)
-		die("VmRSS of /proc/%s/status", pid);
-	if (printf("%ld\n", kib) < 0)
-		die("stdout");
-	stdout_flush();
-	return 0;
-}
-
-static int do_fds(const char *pid)
-{
-	long n;
-
-	if (!*pid || strspn(pid, "0123456789") != strlen(pid))
-		usage("PID must be a process id");
-	n = fd_count(pid);
-	if (n < 0)
+	v = fds ? fd_count(pid) : rss_kib(pid);
+	if (v < 0 && fds)
 		die("/proc/%s/fd", pid);
-	if (printf("%ld\n", n) < 0)
+	if (v < 0)
+		die("VmRSS of /proc/%s/status", pid);
+	if (printf("%ld\n", v) < 0)
 		die("stdout");
 	stdout_flush();
 	return 0;
@@ -710,8 +705,8 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "hold"))
 		return do_hold(argv[2], argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "rss"))
-		return do_rss(argv[2]);
+		return do_proc(argv[2], false);
 	if (argc == 3 && !strcmp(argv[1], "fds"))
-		return do_fds(argv[2]);
+		return do_proc(argv[2], true);
 	usage(NULL);
 }
