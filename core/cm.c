@@ -102,20 +102,19 @@ static void *cm_main(void *arg)
 			cm_event(ev);
 			rdma_ack_cm_event(ev);
 		}
+		/* an error (ENOMEM) may pass: the connections here have no
+		 * other reader, so the thread goes on, a little later */
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			xs_log_once(XS_LOG_WARN, "cm",
 				    "rdma_get_cm_event: %s: a peer's end may "
-				    "be seen only at the next send",
+				    "be seen late",
 				    strerror(errno));
-			/* no new connection comes here; those here stay */
-			pthread_mutex_lock(&cm_lock);
-			if (cm_ch == ch)
-				cm_ch = NULL;
-			pthread_mutex_unlock(&cm_lock);
-			return NULL;
+			(void)xs_real.poll(NULL, 0, 100);
+			continue;
 		}
 		(void)xs_real.poll(&pfd, 1, -1);
 	}
+	return NULL; /* not reached */
 }
 
 /* The process's channel, made with its thread on the first call. Return:

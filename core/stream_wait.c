@@ -133,8 +133,8 @@ int stream_kick_fd(struct xs_stream *s)
 		if (fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
-				    "thread, or the peer's end, wakes a "
-				    "blocked call within 100 ms",
+				    "thread, or the peer's end, may wake a "
+				    "blocked call late",
 				    strerror(errno));
 		/* before the look at the CM thread's mark (core/cm.c); -2:
 		 * none, for good, so that the fds the stream's waits were
@@ -267,10 +267,9 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
 	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
 		wait_ms = 1;
-	/* no kick and no CM channel of its own: a shutdown() or the peer's
-	 * end, which the probe thread finds, wakes no one here */
-	if (stream_kick_fd(s) < 0 && !s->c->ch &&
-	    (wait_ms < 0 || wait_ms > 100))
+	/* no kick: a shutdown() by another thread, or the peer's end that
+	 * the CM thread marked, wakes no one here */
+	if (stream_kick_fd(s) < 0 && (wait_ms < 0 || wait_ms > 100))
 		wait_ms = 100;
 	/* the order of xs_stream_wait_fds(); a poll(2) entry of fd -1 is
 	 * ignored */
