@@ -74,6 +74,25 @@ static int conn_set_nonblock(int fd)
 	return 0;
 }
 
+/* A CM event channel, its fd moved high (xs_fd_high()) and non-blocking.
+ * Return: the channel, or NULL with errno set. */
+static struct rdma_event_channel *conn_channel(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int rc;
+
+	if (!ch)
+		return NULL;
+	ch->fd = xs_fd_high(ch->fd);
+	rc = conn_set_nonblock(ch->fd);
+	if (rc) {
+		rdma_destroy_event_channel(ch);
+		errno = -rc;
+		return NULL;
+	}
+	return ch;
+}
+
 static int64_t conn_now_ms(void)
 {
 	return (int64_t)(xs_now_us() / 1000u);
@@ -320,7 +339,7 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 static int conn_open(struct xs_conn *c)
 {
 	if (!c->ch)
-		c->ch = xs_cm_channel_create();
+		c->ch = conn_channel();
 	if (!c->ch)
 		return -errno;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
@@ -481,9 +500,7 @@ static int conn_connect_routed(struct xs_conn *c,
 	if (rc)
 		return -EPROTO; /* an rdma_cm server that is not xsock */
 	c->setup_us = xs_now_us() - c->setup_us;
-	/* its events from now on: the process's channel, if it takes it
-	 * (its own stays otherwise: 0) */
-	return xs_cm_settle(c);
+	return 0;
 }
 
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
@@ -662,8 +679,8 @@ void xs_conn_destroy(struct xs_conn *c)
 	if (c->rx_spare.addr)
 		xs_pool_free(&c->dev->pool, &c->rx_spare);
 	free(c->rx);
-	if (c->id && rdma_destroy_id(c->id))
-		xs_cm_forget(c->id); /* still on its channel (core/cm.c) */
+	if (c->id)
+		rdma_destroy_id(c->id);
 	if (c->ch)
 		rdma_destroy_event_channel(c->ch);
 	free(c);
@@ -684,7 +701,7 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	l->backlog = backlog < 1      ? 1
 		     : backlog > 4096 ? 4096
 				      : (unsigned)backlog;
-	l->ch = xs_cm_channel_create();
+	l->ch = conn_channel();
 	if (!l->ch) {
 		rc = -errno;
 		goto out_destroy;
@@ -794,17 +811,14 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		rc = conn_setup_qp(c, &l->params);
 		if (rc)
 			goto out_reject;
-		/* The channel its events go to once established, now: an
-		 * fd that is not there (RLIMIT_NOFILE) is a reject the client
+		/* Its own event channel now, not once established: an fd
+		 * that is not there (RLIMIT_NOFILE) is a reject the client
 		 * falls back from, never a connection it thinks is up and the
-		 * server drops. The process's, or else its own. (A prepared
-		 * one has its own already.) */
-		if (!xs_cm_ready()) {
-			c->ch = xs_cm_channel_create();
-			rc = -errno;
-			if (!c->ch)
-				goto out_reject;
-		}
+		 * server drops. (A prepared one has its own already.) */
+		c->ch = conn_channel();
+		rc = -errno;
+		if (!c->ch)
+			goto out_reject;
 	}
 	c->peer = peer;
 	c->setup_us = xs_now_us();
@@ -856,8 +870,8 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	}
 	rdma_ack_cm_event(ev);
 	c->setup_us = xs_now_us() - c->setup_us;
-	/* From now on its events go to the process's channel, or its own */
-	if (xs_cm_settle(c)) {
+	/* From now on its events go to its own channel. */
+	if (rdma_migrate_id(c->id, c->ch)) {
 		xs_conn_destroy(c);
 		return;
 	}
