@@ -491,19 +491,22 @@ rdma_cgroup_limit()
 
 @test "faults: RLIMIT_NOFILE runs out on the server: accept fails with EMFILE, new connections fall back, established ones keep every byte" {
 	local first
-	# 33: room for the first three connections, each holding its socket,
-	# its CM and completion channels and, while its transport is being
-	# negotiated, the worker's dup and two eventfds, beside the process's
-	# own fds, the watch set of core/watch.c among them (at 32 no more
-	# connection was accepted: all 12 fell back with reason timeout)
-	remote_bg srv bash -c "ulimit -n 33 && exec env $(xsenv srv) \
-		python3 $PY/flow_peer.py serve $XS_ADDR_A $port"
+	# Once the first three connections are up, the server fills its fd
+	# table but for 4: room for the next accept() and the start of its
+	# negotiation (its eventfds, the worker's dup), none for its RDMA
+	# side (the completion channel), whatever the three and the process
+	# hold by then. With 1-3 free, the negotiation could not start and
+	# the client waited for its timeout; with 6, it fitted whole (in
+	# topology two).
+	remote_bg srv bash -c "ulimit -n 256 && exec env $(xsenv srv) \
+		python3 $PY/flow_peer.py serve $XS_ADDR_A $port --fill-after 3,4"
 	server_ready srv rdma
 	env $(xsenv cli) python3 "$PY/flow_peer.py" many "$XS_ADDR_A" "$port" \
 		3 $(sized 15 25) >"$BATS_TEST_TMPDIR/first.out" 2>&1 &
 	first=$!
 	locals+=("$first")
 	retry_for 60 grep -qx "connected 3" "$BATS_TEST_TMPDIR/first.out"
+	retry_for 30 grep -qx "filled, 4 fds free" "$XS_RUN_DIR/remote/srv.log"
 	# 12 more: a few fit, the server's accept() then fails with EMFILE
 	# (as the kernel's does) and the rest are turned away
 	run env $(xsenv cli2) timeout 60 python3 "$PY/flow_peer.py" many \

@@ -2,11 +2,15 @@
 """flow_peer.py - a checked stream through a fault: the fault tests make
 the network or the server misbehave while it runs and judge what it says.
 
-  flow_peer.py serve IP PORT [--keepalive IDLE,INTVL,CNT]
+  flow_peer.py serve IP PORT [--keepalive IDLE,INTVL,CNT] [--fill-after N,K]
         echo every connection back, any number of them, driven by epoll;
         runs until killed (SIGTERM: exits as by exit()); prints "failed
         KIND after MS ms" for each connection that fails (MS since a byte
-        last moved on it) and "closed" for each that ends with EOF
+        last moved on it) and "closed" for each that ends with EOF;
+        --fill-after: once N connections have each echoed a byte, open
+        /dev/null until EMFILE, close K of those again and print "filled,
+        K fds free": the fd table full but for K, whatever the process
+        and a library under it held by then
   flow_peer.py stream IP PORT SECONDS [--keepalive IDLE,INTVL,CNT]
         connect, then for SECONDS write a known byte sequence without
         pause and read the echo back, driven by epoll, checking every byte;
@@ -44,6 +48,7 @@ reconnect exits 0 after SECONDS if every message sent on a connection
 that then answered came back intact, 1 otherwise.
 """
 import errno
+import os
 import select
 import signal
 import socket
@@ -275,7 +280,22 @@ def keepalive_on(sock, keepalive):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, cnt)
 
 
-def serve(ip, port, keepalive):
+def fill_fds(free):
+    """Open /dev/null until EMFILE, then close @free of them again."""
+    held = []
+    while True:
+        try:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as exc:
+            if exc.errno != errno.EMFILE:
+                raise
+            break
+    for fd in held[len(held) - free:]:
+        os.close(fd)
+    print("filled, %d fds free" % free, flush=True)
+
+
+def serve(ip, port, keepalive, fill=None):
     lsock = socket.socket()
     if keepalive:  # accepted sockets inherit it
         keepalive_on(lsock, keepalive)
@@ -286,6 +306,7 @@ def serve(ip, port, keepalive):
     ep = select.epoll()
     ep.register(lsock.fileno(), select.EPOLLIN)
     conns = {}  # fd -> [socket, bytes not yet echoed]
+    echoed = set()  # fds of connections that sent a byte (--fill-after)
     while True:
         for fd, ev in ep.poll():
             if fd == lsock.fileno():
@@ -311,6 +332,10 @@ def serve(ip, port, keepalive):
                         raise EOFError
                     entry[1] += data
                     entry[2] = time.monotonic()
+                    if fill and fd not in echoed:
+                        echoed.add(fd)
+                        if len(echoed) == fill[0]:
+                            fill_fds(fill[1])
                 if entry[1]:
                     n = conn.send(entry[1])
                     entry[1] = entry[1][n:]
@@ -333,9 +358,14 @@ def serve(ip, port, keepalive):
 def main():
     args = sys.argv[1:]
     keepalive = None
+    fill = None
     if "--keepalive" in args:
         i = args.index("--keepalive")
         keepalive = args[i + 1]
+        del args[i:i + 2]
+    if "--fill-after" in args:
+        i = args.index("--fill-after")
+        fill = tuple(int(v) for v in args[i + 1].split(","))
         del args[i:i + 2]
     if len(args) < 3 or args[0] not in ("serve", "stream", "idle",
                                         "reconnect", "many"):
@@ -345,7 +375,7 @@ def main():
         # SIGTERM ends the server as an exit does, so exit handlers run
         # (XSOCK_STATS writes its summary)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        serve(ip, port, keepalive)
+        serve(ip, port, keepalive, fill)
     if args[0] == "many":
         sys.exit(many(ip, port, int(args[3]), float(args[4])))
     seconds = float(args[3])
