@@ -74,25 +74,6 @@ static int conn_set_nonblock(int fd)
 	return 0;
 }
 
-/* A CM event channel, its fd moved high (xs_fd_high()) and non-blocking.
- * Return: the channel, or NULL with errno set. */
-static struct rdma_event_channel *conn_channel(void)
-{
-	struct rdma_event_channel *ch = rdma_create_event_channel();
-	int rc;
-
-	if (!ch)
-		return NULL;
-	ch->fd = xs_fd_high(ch->fd);
-	rc = conn_set_nonblock(ch->fd);
-	if (rc) {
-		rdma_destroy_event_channel(ch);
-		errno = -rc;
-		return NULL;
-	}
-	return ch;
-}
-
 static int64_t conn_now_ms(void)
 {
 	return (int64_t)(xs_now_us() / 1000u);
@@ -339,7 +320,7 @@ static void conn_param(struct rdma_conn_param *param, const void *hello,
 static int conn_open(struct xs_conn *c)
 {
 	if (!c->ch)
-		c->ch = conn_channel();
+		c->ch = xs_cm_channel_create();
 	if (!c->ch)
 		return -errno;
 	if (rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP))
@@ -500,7 +481,9 @@ static int conn_connect_routed(struct xs_conn *c,
 	if (rc)
 		return -EPROTO; /* an rdma_cm server that is not xsock */
 	c->setup_us = xs_now_us() - c->setup_us;
-	return 0;
+	/* its events from now on: the process's channel, if it takes it
+	 * (its own stays otherwise: 0) */
+	return xs_cm_settle(c);
 }
 
 int xs_conn_connect(struct xs_conn **out, const struct sockaddr *dst,
@@ -679,8 +662,8 @@ void xs_conn_destroy(struct xs_conn *c)
 	if (c->rx_spare.addr)
 		xs_pool_free(&c->dev->pool, &c->rx_spare);
 	free(c->rx);
-	if (c->id)
-		rdma_destroy_id(c->id);
+	if (c->id && rdma_destroy_id(c->id))
+		xs_cm_forget(c->id); /* still on its channel (core/cm.c) */
 	if (c->ch)
 		rdma_destroy_event_channel(c->ch);
 	free(c);
@@ -701,7 +684,7 @@ int xs_listener_create(struct xs_listener **out, const struct sockaddr *local,
 	l->backlog = backlog < 1      ? 1
 		     : backlog > 4096 ? 4096
 				      : (unsigned)backlog;
-	l->ch = conn_channel();
+	l->ch = xs_cm_channel_create();
 	if (!l->ch) {
 		rc = -errno;
 		goto out_destroy;
@@ -811,14 +794,17 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 		rc = conn_setup_qp(c, &l->params);
 		if (rc)
 			goto out_reject;
-		/* Its own event channel now, not once established: an fd
-		 * that is not there (RLIMIT_NOFILE) is a reject the client
+		/* The channel its events go to once established, now: an
+		 * fd that is not there (RLIMIT_NOFILE) is a reject the client
 		 * falls back from, never a connection it thinks is up and the
-		 * server drops. (A prepared one has its own already.) */
-		c->ch = conn_channel();
-		rc = -errno;
-		if (!c->ch)
-			goto out_reject;
+		 * server drops. The process's, or else its own. (A prepared
+		 * one has its own already.) */
+		if (!xs_cm_ready()) {
+			c->ch = xs_cm_channel_create();
+			rc = -errno;
+			if (!c->ch)
+				goto out_reject;
+		}
 	}
 	c->peer = peer;
 	c->setup_us = xs_now_us();
@@ -870,8 +856,8 @@ static void listener_event(struct xs_listener *l, struct rdma_cm_event *ev)
 	}
 	rdma_ack_cm_event(ev);
 	c->setup_us = xs_now_us() - c->setup_us;
-	/* From now on its events go to its own channel. */
-	if (rdma_migrate_id(c->id, c->ch)) {
+	/* From now on its events go to the process's channel, or its own */
+	if (xs_cm_settle(c)) {
 		xs_conn_destroy(c);
 		return;
 	}

@@ -26,6 +26,8 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pool.h"
@@ -82,8 +84,16 @@ struct xs_dev {
 };
 
 struct xs_conn {
-	struct rdma_event_channel *ch; /* this connection's CM events */
+	/* this connection's own CM channel: while it sets up, and after
+	 * only when the process's could not take it (xs_cm_settle()) */
+	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
+	/* set by the process's CM thread at a DISCONNECTED (core/cm.c),
+	 * taken by the stream's next look */
+	atomic_bool cm_down;
+	/* the eventfd that thread writes after the mark: the stream's
+	 * kick_fd, once the stream has the connection; NULL before */
+	_Atomic(atomic_int *) cm_kick;
 	struct xs_dev *dev;
 	struct ibv_comp_channel *cc; /* completion channel: fd to sleep on */
 	struct ibv_cq *cq;
@@ -227,6 +237,55 @@ int xs_conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int timeout_ms);
  * @c: connection; NULL is ignored
  */
 void xs_conn_destroy(struct xs_conn *c);
+
+/**
+ * xs_cm_channel_create() - a CM event channel, its fd moved high
+ *                          (xs_fd_high()) and non-blocking
+ *
+ * Return: the channel, or NULL with errno set.
+ */
+struct rdma_event_channel *xs_cm_channel_create(void);
+
+/**
+ * xs_cm_ready() - whether the process has its CM channel for established
+ *                 connections, made with its thread on the first call
+ *
+ * Context: any thread; takes the module's lock. Return: false when no fd
+ * or thread could be had (logged once; a later call tries again).
+ */
+bool xs_cm_ready(void);
+
+/**
+ * xs_cm_settle() - give an established connection's CM events to the
+ *                  process's channel, read by the library's thread; its
+ *                  own channel, if any, goes (one fd fewer). Where the
+ *                  process's cannot take it, the connection's own
+ *                  channel (made here if it has none) does.
+ * @c: connection, established; its id on any channel
+ *
+ * Context: any thread; one system call (rdma_migrate_id()), more where
+ * the process's channel is made or refuses.
+ * Return: 0, or a negative errno: no channel could take its events.
+ */
+int xs_cm_settle(struct xs_conn *c);
+
+/**
+ * xs_cm_forget() - have the events of @id name no connection: its
+ *                  rdma_destroy_id() failed, so it stays on its channel
+ *                  while its connection goes
+ * @id: the connection's id
+ *
+ * Context: any thread; waits for an event of the CM thread in progress.
+ */
+void xs_cm_forget(struct rdma_cm_id *id);
+
+/**
+ * xs_cm_fork_child() - forget the parent's CM channel and thread in a
+ *                      forked child: the child makes its own
+ *
+ * Context: the child, right after fork(), single-threaded.
+ */
+void xs_cm_fork_child(void);
 
 /**
  * xs_conn_windows_alloc() - the connection's XS_RNDV_REGIONS type-2 memory

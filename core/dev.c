@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "core_int.h"
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,5 +137,6 @@ void xs_dev_fork_child(void)
 	if (dev_ctx_opened)
 		dev_ctx_inherited = true;
 	dev_count = -1;
-	dev_list = NULL; /* the parent's verbs objects are not ours to use */
+	dev_list = NULL;    /* the parent's verbs objects are not ours to use */
+	xs_cm_fork_child(); /* nor its CM channel to read */
 }

@@ -146,7 +146,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	xs_stream_news_bump(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
-	s->kick_fd = -1;
+	atomic_init(&s->kick_fd, -1);
 	s->pub = &s->pub_own;
 	s->tx_granted = xs_wire_start_credits(c->peer.credits);
 	s->tx_credits = s->tx_granted;
@@ -169,6 +169,8 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	/* the peer's end wakes our sleepers (core/cm.c) */
+	atomic_store(&c->cm_kick, &s->kick_fd);
 	return 0;
 }
 
@@ -1028,10 +1030,13 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which)
 	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed &&
 	    !((which & XS_STREAM_NOARM) && xs_wake_others()))
 		stream_cq_event(s, !(which & XS_STREAM_NOARM));
-	if (which & XS_STREAM_DRAIN_FD(1))
-		stream_cm_events(s);
-	if (which & XS_STREAM_DRAIN_FD(2))
+	/* the order of xs_stream_wait_fds(): the kick, if there is one */
+	if (s->kick_fd >= 0 && (which & XS_STREAM_DRAIN_FD(1)))
 		stream_unkick(s);
+	if (which & XS_STREAM_DRAIN_FD(s->kick_fd >= 0 ? 2 : 1))
+		stream_cm_events(s);
+	else
+		stream_cm_check(s);
 }
 
 int xs_stream_arm(struct xs_stream *s)
@@ -1049,11 +1054,14 @@ int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS])
 	int n = 2;
 
 	fds[0] = s->c->cc->fd;
-	fds[1] = s->c->ch->fd;
 	pthread_mutex_lock(&s->lock);
-	fds[2] = stream_kick_fd(s);
+	fds[1] = stream_kick_fd(s);
 	pthread_mutex_unlock(&s->lock);
-	return fds[2] >= 0 ? n + 1 : n;
+	if (fds[1] < 0)
+		n = 1;
+	if (s->c->ch)
+		fds[n++] = s->c->ch->fd;
+	return n;
 }
 
 /* The peer's MOVE came and its RDMA bytes are read: its bytes come on the
@@ -1096,6 +1104,8 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 	if ((how & XS_STREAM_DRAIN) && !s->polling)
 		stream_drain_channels(
 			s, how & (XS_STREAM_DRAIN | XS_STREAM_NOARM));
+	else
+		stream_cm_check(s);
 	if ((how & XS_STREAM_ARM) && stream_arm(s))
 		stream_reset(s, "ibv_req_notify_cq failed");
 	/* An idle connection's look costs no CQ poll: what completed since

@@ -230,11 +230,13 @@ struct xs_stream {
 			  * to the kernel */
 	bool move_pull; /* xs_stream_move_out(): READ every region announced,
 			  * whatever XS_RNDV_RX_HELD */
-	int kick_fd;	/* eventfd a shutdown() writes, so that threads asleep
-		      * on the channels (in recv, send, poll, epoll) wake:
-		      * cf. sk_state_change(); made at the first wait, -1
-		      * before */
-	int error;	/* sticky negative errno (reset) */
+	/* eventfd a shutdown() writes, and the process's CM thread at the
+	 * peer's DISCONNECTED (core/cm.c), so that threads asleep on the
+	 * stream's fds (in recv, send, poll, epoll) wake: cf.
+	 * sk_state_change(); made at the first wait, -1 before, -2 when
+	 * none could be made */
+	atomic_int kick_fd;
+	int error;	    /* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */
 	atomic_ulong gen;   /* bumped by every completion and state change:
 			   * the edges of EPOLLET */
@@ -333,9 +335,9 @@ size_t xs_stream_outq(struct xs_stream *s);
 
 /* xs_stream_events() @how bits */
 /* drain one of the fds xs_stream_wait_fds() gives (@k its index: the
- * completion channel, the CM channel, the kick): a read each */
+ * completion channel, the kick, a CM channel of its own): a read each */
 #define XS_STREAM_DRAIN_FD(k) (0x10u << (k))
-#define XS_STREAM_DRAIN	      0x70u /* all three */
+#define XS_STREAM_DRAIN	      0x70u /* all of them */
 #define XS_STREAM_ARM	      0x2   /* arm the CQ before looking */
 #define XS_STREAM_SPIN	      0x4 /* poll the CQ even when quiet (a spin's look) */
 /* with XS_STREAM_DRAIN_FD(0): the completion event is read without an
@@ -385,15 +387,18 @@ int xs_stream_arm(struct xs_stream *s);
 
 /**
  * xs_stream_wait_fds() - the fds that become readable when the stream
- *                        may have news: completion and CM channels, and
- *                        the eventfd that shutdown() writes
+ *                        may have news: the completion channel, the
+ *                        eventfd that shutdown() and the peer's end write
+ *                        (struct xs_stream.kick_fd), and the connection's
+ *                        own CM channel where it kept one (core/cm.c)
  * @s:   stream
- * @fds: receives XS_STREAM_WAIT_FDS fds at most (non-blocking; drained by
- *       xs_stream_events())
+ * @fds: receives XS_STREAM_WAIT_FDS fds at most, in that order
+ *       (non-blocking; drained by xs_stream_events())
  *
  * Context: takes s->lock; makes the eventfd on the first call.
- * Return: how many were written: 3, or 2 when no eventfd could be made
- *         (then a shutdown() by another thread wakes no sleeper; logged).
+ * Return: how many were written: 2, one more with a CM channel of its
+ *         own, one fewer when no eventfd could be made (then a shutdown()
+ *         by another thread wakes no sleeper; logged).
  */
 int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS]);
 

@@ -210,7 +210,9 @@ bool xs_stream_probe(struct xs_stream *s, uint64_t now, uint64_t keepidle_us)
 	if (s->error || s->peer_gone || !s->c)
 		goto out;
 	/* What came meanwhile counts, the probe's own completion too, even
-	 * while the application looks at other sockets for long */
+	 * while the application looks at other sockets for long; the peer's
+	 * end too, where no eventfd could wake a sleeper for it */
+	stream_cm_check(s);
 	more = stream_take_in(s);
 	if (s->error || s->peer_gone) {
 		stream_wake(s); /* our own look found it: no one else will */

@@ -188,6 +188,7 @@ void stream_rx_heap_free(struct xs_stream *s, struct xs_stream_rx *e);
 void stream_rx_heap_drop(struct xs_stream *s, uint32_t nr_rx);
 
 /* core/stream_wait.c */
+bool stream_cm_check(struct xs_stream *s);
 void stream_cm_events(struct xs_stream *s);
 int stream_arm(struct xs_stream *s);
 void stream_arm_widen(struct xs_stream *s);

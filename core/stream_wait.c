@@ -16,22 +16,48 @@
 #include "stats.h"
 #include "stream_int.h"
 
-/* Drain the CM channel: a DISCONNECTED is the peer's QP gone. */
+/* The peer's QP gone (a DISCONNECTED): its last messages, its FIN among
+ * them, completed before it disconnected, so they are reaped first.
+ * Called with s->lock held. */
+static void stream_cm_down(struct xs_stream *s)
+{
+	stream_news();
+	while (stream_poll_cq(s) > 0)
+		;
+	stream_peer_lost(s, "peer disconnected without FIN");
+}
+
+/* Take the mark of the process's CM thread (core/cm.c): no system call
+ * when there is none. Return: whether there was one. Called with s->lock
+ * held. */
+bool stream_cm_check(struct xs_stream *s)
+{
+	atomic_bool *down = &s->c->cm_down;
+
+	/* seq_cst: after the store of the kick in stream_kick_fd(), as
+	 * the CM thread loads the kick after its store of the mark */
+	if (!atomic_load(down) || !atomic_exchange(down, false))
+		return false;
+	stream_cm_down(s);
+	return true;
+}
+
+/* The CM events of a connection that kept its own channel, then the
+ * mark of the process's CM thread. Called with s->lock held. */
 void stream_cm_events(struct xs_stream *s)
 {
 	struct rdma_cm_event *ev;
+	bool down = false;
 
-	while (rdma_get_cm_event(s->c->ch, &ev) == 0) {
+	while (s->c->ch && rdma_get_cm_event(s->c->ch, &ev) == 0) {
 		stream_news();
-		if (ev->event == RDMA_CM_EVENT_DISCONNECTED) {
-			/* The peer's last messages (its FIN) completed
-			 * before it disconnected: reap them first. */
-			while (stream_poll_cq(s) > 0)
-				;
-			stream_peer_lost(s, "peer disconnected without FIN");
-		}
+		if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			down = true;
 		rdma_ack_cm_event(ev);
 	}
+	if (down)
+		stream_cm_down(s);
+	stream_cm_check(s);
 }
 
 /*
@@ -100,15 +126,22 @@ void stream_arm_widen(struct xs_stream *s)
  */
 int stream_kick_fd(struct xs_stream *s)
 {
-	if (s->kick_fd < 0) {
-		s->kick_fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-		if (s->kick_fd < 0)
+	int fd = atomic_load_explicit(&s->kick_fd, memory_order_relaxed);
+
+	if (fd == -1) {
+		fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+		if (fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
-				    "thread may not wake a blocked call",
+				    "thread, or the peer's end, may wake a "
+				    "blocked call late",
 				    strerror(errno));
+		/* before the look at the CM thread's mark (core/cm.c); -2:
+		 * none, for good, so that the fds the stream's waits were
+		 * given keep their order (xs_stream_wait_fds()) */
+		atomic_store(&s->kick_fd, fd >= 0 ? fd : -2);
 	}
-	return s->kick_fd;
+	return fd >= 0 ? fd : -1;
 }
 
 /* Wake every thread asleep on @s's fds. Called with s->lock held. */
@@ -234,10 +267,23 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
 	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
 		wait_ms = 1;
+	/* no kick: a shutdown() by another thread, or the peer's end that
+	 * the CM thread marked, wakes no one here */
+	if (stream_kick_fd(s) < 0 && (wait_ms < 0 || wait_ms > 100))
+		wait_ms = 100;
+	/* the order of xs_stream_wait_fds(); a poll(2) entry of fd -1 is
+	 * ignored */
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = s->c->ch->fd, .events = POLLIN };
-	pfd[2] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
-	nfds = pfd[2].fd >= 0 ? 3 : 2;
+	pfd[1] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
+	pfd[2] = (struct pollfd){ .fd = s->c->ch ? s->c->ch->fd : -1,
+				  .events = POLLIN };
+	nfds = s->c->ch ? 3 : 2;
+	/* the peer's end marked before the kick was there: no one wrote
+	 * it (core/cm.c) */
+	if (stream_cm_check(s)) {
+		xs_spin_end(&run, true);
+		return 0;
+	}
 	s->pub->c.sleeps++;
 	pthread_mutex_unlock(&s->lock);
 	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
@@ -253,9 +299,11 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	if (pfd[0].revents)
 		stream_cq_event(s, true);
 	if (pfd[1].revents)
-		stream_cm_events(s);
-	if (nfds == 3 && pfd[2].revents)
 		stream_unkick(s);
+	if (nfds == 3 && pfd[2].revents)
+		stream_cm_events(s);
+	else
+		stream_cm_check(s);
 	stream_poll_cq(s);
 	/* how long the news took, to size the next spin */
 	xs_spin_end(&run, n > 0);

@@ -605,10 +605,22 @@ blast_ended()
 	run --separate-stderr timeout 280 env $(xsenv cli) \
 		"$XSNET" many "$XS_ADDR_A" "$port" 1000
 	echo "$output"
+	echo "client $stderr"
 	((status == 0))
 	[[ "$output" == "connections 1000 open at once, echo mismatches 0" ]]
 	cat "$XS_RUN_DIR/cli.stats"
 	[[ $(stat cli connects) == 1000 && $(stat cli tcp) == 0 ]]
+	# the client's fds while the 1000 are open: per connection its
+	# socket, its completion channel (an infinibandevent, as is the
+	# device's async event fd) and its stream's eventfd (a blocking
+	# connect makes no other); the CM events of all go to one channel of
+	# the process (core/cm.c): 3,010 fds here, 4,007 with a CM channel
+	# per connection
+	local fds sock ev ibev cm
+	read -r fds sock ev ibev cm < <(awk '$1 == "fds" { print $2 + 0, $4,
+		$6, $8, $10 }' <<<"$stderr")
+	((sock >= 1000 && ibev <= 1000 + 2 && ev <= 1000 + 8 && cm <= 4 &&
+		fds <= 3 * 1000 + 32))
 	"$XS_REMOTE" --wait "srv$BATS_TEST_NUMBER" --timeout 60
 	cat "$XS_RUN_DIR/srv.stats"
 	[[ $(stat srv accepts) == 1000 && $(stat srv received) == 32000 ]]
@@ -625,7 +637,8 @@ blast_ended()
 			reg <= 2 * 4194304))
 	done
 	note "1000 RDMA connections in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f s", b - a }');" \
-		"pool registered at peak $((peak >> 20)) MiB, at exit $((reg >> 20)) MiB"
+		"pool registered at peak $((peak >> 20)) MiB, at exit $((reg >> 20)) MiB;" \
+		"the client's $stderr"
 }
 
 @test "sock: a server out of pool memory says busy; clients fall back per connection" {

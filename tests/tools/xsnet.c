@@ -24,7 +24,8 @@
  *                              byte echoed. Prints "streaming" once 1 MiB
  *                              came back, then "soak N bytes echo ok" (or
  *                              "soak MISMATCH at byte N"; exit 1)
- *   xsnet many IP PORT N       N connections open at once, each echoing
+ *   xsnet many IP PORT N       N connections open at once, each echoing;
+ *                              their fds by kind on stderr (fd_census())
  *   xsnet semantics IP PORT    socket-call semantics against the echo
  *                              server, one line per check
  *   xsnet nbconnect IP PORT HOW a non-blocking connect to the echo server
@@ -39,6 +40,7 @@
  *                              it waited without using the CPU
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -400,6 +402,43 @@ static int do_soak(const char *ip, const char *port, const char *stop)
 	return 0;
 }
 
+/* Print this process's open fds by kind on stderr: "fds N: socket S
+ * eventfd E infinibandevent I rdma_cm R uverbs U other O" (an RDMA
+ * connection's completion channel is an infinibandevent, its CM
+ * channel an rdma_cm). */
+static void fd_census(void)
+{
+	static const char *const kind[] = { "socket:", "anon_inode:[eventfd]",
+					    "anon_inode:[infinibandevent]",
+					    "/dev/infiniband/rdma_cm",
+					    "/dev/infiniband/uverbs" };
+	unsigned int nr[6] = { 0 }, total = 0, k;
+	char path[300], link[256];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/fd");
+	ssize_t len;
+
+	if (!dir)
+		die("opendir /proc/self/fd");
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == dirfd(dir))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
+		len = readlink(path, link, sizeof(link) - 1);
+		link[len > 0 ? len : 0] = 0;
+		for (k = 0; k < 5; k++)
+			if (!strncmp(link, kind[k], strlen(kind[k])))
+				break;
+		nr[k]++;
+		total++;
+	}
+	closedir(dir);
+	fprintf(stderr,
+		"fds %u: socket %u eventfd %u infinibandevent %u rdma_cm %u "
+		"uverbs %u other %u\n",
+		total, nr[0], nr[1], nr[2], nr[3], nr[4], nr[5]);
+}
+
 static int do_many(const char *ip, const char *port, int n)
 {
 	int *fds = calloc((size_t)n, sizeof(int)), i, bad = 0;
@@ -419,6 +458,7 @@ static int do_many(const char *ip, const char *port, int n)
 		read_all(fds[i], got, sizeof(got));
 		bad += memcmp(got, msg, sizeof(msg)) != 0;
 	}
+	fd_census();
 	printf("connections %d open at once, echo mismatches %d\n", n, bad);
 	for (i = 0; i < n; i++)
 		close(fds[i]);
