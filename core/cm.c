@@ -7,8 +7,8 @@
  * A channel per connection for that one event would cost every connection
  * an fd. Instead, an established connection's rdma_cm id moves to the
  * process's channel (rdma_migrate_id()), and one thread of ours reads it:
- * it marks the connection (xs_conn.cm_down) and writes the eventfd that
- * wakes whoever sleeps on the connection's stream (xs_conn.cm_kick). The
+ * it marks the connection (xs_conn.cm_down) and wakes whoever waits on the
+ * connection's stream (xs_stream_cm_wake()). The
  * stream takes the mark at its next look (stream_cm_events()). Setup
  * keeps a channel per connection (its waits are its own, with their
  * deadlines), and so does a connection when the process has no channel
@@ -17,8 +17,8 @@
  *
  * The thread touches a connection only between rdma_get_cm_event() and
  * rdma_ack_cm_event(), and rdma_destroy_id() returns only after every
- * event it reported was acked: a connection, and its stream's eventfd,
- * freed after xs_conn_destroy() destroyed the id is never touched again.
+ * event it reported was acked: a connection, and its stream, freed
+ * after xs_conn_destroy() destroyed the id is never touched again.
  * An id whose destruction failed (the kernel refuses a thread whose
  * credentials changed since the channel was made, EACCES) stays on the
  * channel: xs_conn_destroy() has it name no connection first
@@ -33,7 +33,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/eventfd.h>
 
 #include "conn.h"
 #include "core_int.h"
@@ -69,9 +68,8 @@ struct rdma_event_channel *xs_cm_channel_create(void)
  * connection's own channel, stream_cm_events()). */
 static void cm_event(const struct rdma_cm_event *ev)
 {
+	struct xs_stream *s;
 	struct xs_conn *c;
-	atomic_int *kick;
-	int fd;
 
 	if (ev->event != RDMA_CM_EVENT_DISCONNECTED)
 		return;
@@ -79,12 +77,11 @@ static void cm_event(const struct rdma_cm_event *ev)
 	c = ev->id->context; /* NULL: forgotten (xs_cm_forget()) */
 	if (c) {
 		atomic_store(&c->cm_down, true);
-		/* after the mark: a sleeper makes its eventfd, then looks
+		/* after the mark: a sleeper leaves its eventfd, then looks
 		 * at the mark (stream_sleep()), so one sees the other */
-		kick = atomic_load(&c->cm_kick);
-		fd = kick ? atomic_load(kick) : -1;
-		if (fd >= 0)
-			(void)!eventfd_write(fd, 1);
+		s = atomic_load(&c->cm_stream);
+		if (s)
+			xs_stream_cm_wake(s);
 	}
 	pthread_mutex_unlock(&cm_event_lock);
 	xs_stream_news_bump();

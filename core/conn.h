@@ -33,6 +33,8 @@
 #include "pool.h"
 #include "proto.h"
 
+struct xs_stream;
+
 /*
  * Rendezvous resources of one connection (cf. XRDMA's large-message path):
  * it exposes at most XS_RNDV_REGIONS send regions at once, each through its
@@ -91,9 +93,10 @@ struct xs_conn {
 	/* set by the process's CM thread at a DISCONNECTED (core/cm.c),
 	 * taken by the stream's next look */
 	atomic_bool cm_down;
-	/* the eventfd that thread writes after the mark: the stream's
-	 * kick_fd, once the stream has the connection; NULL before */
-	_Atomic(atomic_int *) cm_kick;
+	/* whose waiters that thread wakes after the mark
+	 * (xs_stream_cm_wake()): the stream, once it has the connection;
+	 * NULL before */
+	_Atomic(struct xs_stream *) cm_stream;
 	struct xs_dev *dev;
 	struct ibv_comp_channel *cc; /* completion channel: fd to sleep on */
 	struct ibv_cq *cq;

@@ -126,6 +126,37 @@ bool xs_sig_restarts(void);
 void xs_wake_all(void);
 
 /**
+ * xs_sock_connect_evfd() - the eventfd that @s's connect or negotiation
+ *                          writes when it is decided, made now if there
+ *                          is none: for an epoll set inside another wait,
+ *                          which only the kernel wakes (other waits learn
+ *                          it through their own wake-ups, core/wake.c)
+ * @s: socket whose transport is undecided (xs_sock_polled())
+ *
+ * Context: any thread; lock-free. An outcome that came before it was made
+ * is written to it at once.
+ * Return: the fd (kept until the socket's teardown), or -1 (no fd left).
+ */
+int xs_sock_connect_evfd(struct xs_sock *s);
+
+/**
+ * xs_wake_hold() - this thread's own wake-up eventfd (core/wake.c), made
+ *                  on its first use, for a wait that hands it to the
+ *                  writers that may wake it rather than registering (a
+ *                  stream's sleeper, struct xs_stream.sleeper_fd); until
+ *                  xs_wake_unhold(), a wait nested in it (a signal
+ *                  handler's) that takes a wake-up (xs_wake_drain())
+ *                  gives it back when it ends
+ * xs_wake_unhold() - the end of that wait
+ * Context: any thread; lock-free after the first call. errno is kept.
+ * Return: the fd (not closed while a thread of the process may write it:
+ *         a late write only wakes this thread's next wait once), or -1
+ *         (none to be had: logged once).
+ */
+int xs_wake_hold(void);
+void xs_wake_unhold(void);
+
+/**
  * xs_wake_others() - whether a thread other than the caller is inside an
  *                    emulated wait (between xs_wake_enter() and
  *                    xs_wake_leave()) or another wait counted by

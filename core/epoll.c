@@ -542,7 +542,9 @@ static void ep_channels(struct ep_set *ep, struct xs_sock *s, int op)
 
 	if (r)
 		ep_chan_forget(ep, r);
-	n = xs_sock_poll_fds(s, fds);
+	/* the kick only for a set inside another wait: the kernel alone
+	 * wakes that one (see xs_stream_wait_fds()) */
+	n = xs_sock_poll_fds(s, fds, ep->nested);
 	for (k = 0; k < n; k++) {
 		ev.data.fd = fds[k];
 		xs_real.epoll_ctl(ep->inner, op, fds[k], &ev);
@@ -607,15 +609,44 @@ static void ep_remove(struct ep_set *ep, struct ep_member *m, bool live)
 		ep_channels(ep, s, EPOLL_CTL_DEL);
 }
 
-/* The eventfd of @s in the inner set, or out of it (@op). */
+/* The eventfd of @s in the inner set, or out of it (@op): a set inside
+ * another wait's only (see xs_sock_connect_evfd()). */
 static void ep_evfd(struct ep_set *ep, struct xs_sock *s, int op)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	int fd = !ep->nested	       ? -1
+		 : op == EPOLL_CTL_ADD ? xs_sock_connect_evfd(s)
+				       : atomic_load(&s->connect_evfd);
 
-	if (s->connect_evfd < 0)
+	if (fd < 0)
 		return;
-	ev.data.fd = s->connect_evfd;
-	xs_real.epoll_ctl(ep->inner, op, s->connect_evfd, &ev);
+	ev.data.fd = fd;
+	xs_real.epoll_ctl(ep->inner, op, fd, &ev);
+}
+
+/*
+ * Set @ep is inside another wait from now on (ep->nested just set), which
+ * only the kernel wakes: its members' kicks, and the connect eventfds of
+ * those still connecting, join the inner set, and their channel fds are
+ * learnt anew. Called with ep->lock held.
+ */
+void ep_nest_kicks(struct ep_set *ep)
+{
+	size_t i;
+
+	for (i = 0; i < ep->nr; i++) {
+		struct ep_member *m = ep->m[i];
+		struct xs_sock *s;
+
+		m->nfds = -1;
+		if (!(s = ep_member_sock(m)))
+			continue; /* closed: settled later */
+		if (m->connecting)
+			ep_evfd(ep, s, EPOLL_CTL_ADD);
+		else
+			ep_channels(ep, s, EPOLL_CTL_ADD);
+		xs_sock_put(s);
+	}
 }
 
 /*
@@ -772,6 +803,15 @@ static void ep_ctl_wake(struct ep_set *ep, struct ep_member *m,
 		(m->events & (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI)) |
 		EPOLLERR | EPOLLHUP;
 
+	if (add && atomic_load(&ep_kernel_waiters)) {
+		/* a kernel wait that began while the set had no members: it
+		 * goes on emulated, where news that no channel fd announces
+		 * reaches it (see xs_stream_wait_fds()) */
+		__atomic_store_n(&ep->ctl_marks, ep->ctl_marks + 1,
+				 __ATOMIC_RELEASE);
+		if (ep->nest >= 0)
+			ep_nest_mark(ep, true);
+	}
 	if (m->disabled || m->connecting ||
 	    (!add && !ep->nested &&
 	     !__atomic_load_n(&ep->users, __ATOMIC_RELAXED) &&
@@ -889,10 +929,7 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	return err;
 }
 
-/* Kernel fd @fd went into an epoll set: an epoll fd with xsock members
- * is nested from now on; one without is remembered, for when it gets
- * some. */
-static void ep_nest_added(int fd)
+void ep_in_mark(int fd)
 {
 	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll), *fresh = NULL;
 
@@ -907,7 +944,16 @@ static void ep_nest_added(int fd)
 		else
 			free(fresh); /* another thread's won; @in is it */
 	}
-	atomic_store(&in[fd], 1);
+	if (!atomic_load_explicit(&in[fd], memory_order_relaxed))
+		atomic_store(&in[fd], 1);
+}
+
+/* Kernel fd @fd went into an epoll set: an epoll fd with xsock members
+ * is nested from now on; one without is remembered, for when it gets
+ * some. */
+static void ep_nest_added(int fd)
+{
+	ep_in_mark(fd);
 	xs_ep_nest_check(fd);
 }
 

@@ -117,6 +117,11 @@ struct ep_set *ep_hold(int epfd);
 void ep_put(struct ep_set *ep);
 struct xs_sock *ep_member_sock(struct ep_member *m);
 void ep_nest_mark(struct ep_set *ep, bool ready);
+void ep_nest_kicks(struct ep_set *ep);
+/* ep_in_mark() - kernel fd @fd is inside another wait (an epoll set,
+ * poll, select): an epoll set made on it later is nested from the start,
+ * until the fd is closed (xs_poll_fd_closed()). Lock-free. */
+void ep_in_mark(int fd);
 void ep_settle(int epfd, struct ep_set *ep);
 void ep_wake(struct ep_set *ep, struct ep_member *m);
 void ep_wake_news(struct ep_set *ep, const struct epoll_event *chan, int nchan,

@@ -44,7 +44,8 @@ static int ep_unnest(struct epoll_event *ev, int k)
 /* Which of @s's channel fds are among the @nchan readable ones, as the
  * XS_POLL_DRAIN_FD bits that drain just those (EP_CHAN_BATCH: maybe
  * more than were returned: XS_POLL_DRAIN, all of them, one bit each). */
-static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
+static unsigned int ep_chan_ready(const struct ep_set *ep, struct ep_member *m,
+				  struct xs_sock *s,
 				  const struct epoll_event *chan, int nchan)
 {
 	unsigned int which = 0;
@@ -58,7 +59,7 @@ static unsigned int ep_chan_ready(struct ep_member *m, struct xs_sock *s,
 	 * or closes (ep_settle() then drops or redoes the member): learnt
 	 * once, under the stream's lock, and compared without it after. */
 	if (nfds < 0) {
-		nfds = xs_sock_poll_fds(s, m->chan_fd);
+		nfds = xs_sock_poll_fds(s, m->chan_fd, ep->nested);
 		if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) &&
 		    nfds > 0)
 			m->nfds = nfds;
@@ -158,7 +159,9 @@ static int ep_collect(int epfd, struct ep_set *ep, struct epoll_event *out,
 			xs_sock_put(s);
 			continue;
 		}
-		look = ep_chan_ready(m, s, chan, nchan);
+		look = ep_chan_ready(ep, m, s, chan, nchan);
+		if (ep->nested) /* its members' kicks are in the inner set */
+			look |= XS_POLL_KICK;
 		/* A look that does not arm reads a completion event without
 		 * the arm that would follow (a system call on some
 		 * providers), needed only before a sleep: the armed look
@@ -295,7 +298,10 @@ static void ep_nest_after(int epfd, struct ep_set *ep, bool ready)
 static void ep_nest_refresh(int epfd, struct ep_set *ep)
 {
 	pthread_mutex_lock(&ep->lock);
-	ep->nested = true;
+	if (!ep->nested) {
+		ep->nested = true;
+		ep_nest_kicks(ep); /* the kernel alone wakes its waiter */
+	}
 	xs_wake_nested(); /* busy looks leave it the events (before the arm
 			   * in ep_nest_after()) */
 	pthread_mutex_unlock(&ep->lock);
@@ -304,13 +310,16 @@ static void ep_nest_refresh(int epfd, struct ep_set *ep)
 
 /* @fd goes into a wait as a kernel fd: if it is an epoll fd with xsock
  * members, make it readable as the kernel's would be (see
- * ep_nest_refresh()). */
+ * ep_nest_refresh()); if it may be one without, remember it for when it
+ * gets some: the kernel alone wakes that wait. */
 void xs_ep_nest_check(int fd)
 {
 	struct ep_set *ep = ep_lookup(fd);
 
 	if (ep)
 		ep_nest_refresh(fd, ep);
+	else
+		ep_in_mark(fd);
 }
 
 /* Whether @ts (NULL: none) is a zero timeout: a wait that never sleeps. */
@@ -370,7 +379,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 	bool zero = ep_ts_zero(timeout);
 	struct timespec left = { 0, 0 }, nap, *sleep_ts;
 	struct xs_spin_run run = { 0 };
-	uint64_t total = 0, spun;
+	uint64_t total = 0, spun, nap_us;
 	bool starved, arm, slept = false, learn = false, looked = false, inner;
 	unsigned int spin_looks = 0, chan_looks = 0, how;
 	/* what is known not readable without asking: after a sleep, what
@@ -530,10 +539,13 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		ep_nest_mark(ep, false); /* armed: news wakes outer waiters */
 		pthread_mutex_unlock(&ep->lock);
 		sleep_ts = timeout ? &left : NULL;
-		if (starved && (!timeout || ep_ts_us(&left) > 1000)) {
-			/* pool backpressure: no fd announces a free buffer,
-			 * look again within 1 ms */
-			ep_us_ts(1000, &nap);
+		/* pool backpressure: no fd announces a free buffer, look
+		 * again within 1 ms; a thread without its own wake-up
+		 * (core/wake.c) learns of news that no channel fd announces
+		 * (a shutdown() elsewhere, the peer's end) within 100 ms */
+		nap_us = starved ? 1000 : wake < 0 ? 100000 : 0;
+		if (nap_us && (!timeout || ep_ts_us(&left) > nap_us)) {
+			ep_us_ts(nap_us, &nap);
 			sleep_ts = &nap;
 		}
 		pfd[0].revents = pfd[1].revents = pfd[2].revents = 0;
@@ -548,7 +560,7 @@ static int ep_wait_events(int epfd, struct ep_set *ep,
 		inner_quiet = !pfd[1].revents;
 		kernel_quiet = !pfd[0].revents;
 		if (sleep_ts == &nap && timeout)
-			ep_us_ts(ep_ts_us(&left) - (1000 - ep_ts_us(&nap)),
+			ep_us_ts(ep_ts_us(&left) - (nap_us - ep_ts_us(&nap)),
 				 &left);
 		if (!timeout || left.tv_sec || left.tv_nsec)
 			continue; /* the fds that woke us: drained by the look */

@@ -62,10 +62,11 @@ static const struct timespec *poll_left(uint64_t deadline, struct timespec *ts)
 	return ts;
 }
 
-/* @deadline, or 1 ms from now when that is sooner (pool backpressure) */
-static uint64_t poll_soon(uint64_t deadline)
+/* @deadline, or @us from now when that is sooner: 1 ms for pool
+ * backpressure, 100 ms for a wait without its own wake-up */
+static uint64_t poll_soon(uint64_t deadline, uint64_t us)
 {
-	uint64_t soon = xs_now_us() + 1000;
+	uint64_t soon = xs_now_us() + us;
 
 	return soon < deadline ? soon : deadline;
 }
@@ -317,7 +318,8 @@ rebuild:
 	for (i = 0; i < n; i++) {
 		if (!socks[i])
 			continue;
-		rc = xs_sock_poll_fds(socks[i], cfds);
+		/* no kick: this wait's own wake-up (*wake) takes its news */
+		rc = xs_sock_poll_fds(socks[i], cfds, false);
 		for (k = 0; k < rc; k++) {
 			real[m] = (struct pollfd){ cfds[k], POLLIN, 0 };
 			back[m++] = SIZE_MAX;
@@ -365,7 +367,9 @@ rebuild:
 		real[m] = (struct pollfd){ *wake, POLLIN, 0 };
 		rc = xs_real.ppoll(
 			real, m + (*wake >= 0),
-			poll_left(starved ? poll_soon(deadline) : deadline,
+			poll_left(starved     ? poll_soon(deadline, 1000)
+				  : *wake < 0 ? poll_soon(deadline, 100000)
+					      : deadline,
 				  &ts),
 			sigmask);
 		if (rc < 0) {

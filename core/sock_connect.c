@@ -210,6 +210,49 @@ void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 	pthread_mutex_unlock(&s->lock);
 }
 
+int xs_sock_connect_evfd(struct xs_sock *s)
+{
+	int fd = atomic_load(&s->connect_evfd), made;
+
+	if (fd >= 0)
+		return fd;
+	made = xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (made < 0)
+		return -1;
+	/* seq_cst, before the look at s->connecting: a decision that comes
+	 * after it finds the eventfd (sock_decided()), one that came before
+	 * is written to it here */
+	if (!atomic_compare_exchange_strong(&s->connect_evfd, &fd, made)) {
+		xs_real.close(made); /* another thread's came first */
+		return fd;
+	}
+	if (!atomic_load(&s->connecting))
+		(void)!eventfd_write(made, 1);
+	return made;
+}
+
+/*
+ * The outcome of @s's connect or negotiation is there: it is no longer
+ * connecting, and every wait on it learns so. An emulated wait (poll,
+ * select, epoll) through a note of the socket and its thread's own
+ * wake-up (core/wake.c), a blocked call the same way
+ * (xs_sock_connect_wait()), and an epoll set inside another wait, which
+ * only the kernel wakes, through the eventfd it made.
+ */
+static void sock_decided(struct xs_sock *s)
+{
+	int fd;
+
+	/* seq_cst: before the loads of the eventfd and of the waiters */
+	atomic_store(&s->connecting, false);
+	xs_sock_note(s);
+	xs_stream_news_bump();
+	fd = atomic_load(&s->connect_evfd);
+	if (fd >= 0)
+		(void)!eventfd_write(fd, 1);
+	xs_wake_all();
+}
+
 void xs_sock_neg_done(struct xs_sock *s, int reason)
 {
 	char peer[SOCK_ADDR_TEXT];
@@ -232,9 +275,7 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 	if (reason == XS_FB_NONE &&
 	    !atomic_exchange(&s->connect_inherited, false))
 		atomic_store(&s->connect_unseen, false);
-	atomic_store_explicit(&s->connecting, false, memory_order_release);
-	(void)!eventfd_write(s->connect_evfd, 1);
-	xs_stream_news_bump();
+	sock_decided(s);
 }
 
 /*
@@ -326,13 +367,7 @@ bool xs_sock_claim(struct xs_sock *s, int fd)
 
 		(void)!eventfd_read(s->connect_evfd, &v);
 	}
-	if (s->connect_evfd < 0)
-		__atomic_store_n(
-			&s->connect_evfd,
-			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-			__ATOMIC_RELEASE);
-	rc = s->connect_evfd < 0 ? -errno
-				 : xs_neg_start(s, fd, role == XS_NEG_CLIENT);
+	rc = xs_neg_start(s, fd, role == XS_NEG_CLIENT);
 	if (rc) {
 		/* no worker: TCP, and what the peer may still send is
 		 * stripped */
@@ -570,8 +605,7 @@ static void sock_connect_run(struct sock_connecting *a)
 	    xs_sock_kind(s) == XS_KIND_TCP)
 		xs_handoff_put(a->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_real.close(a->fd);
-	atomic_store_explicit(&s->connecting, false, memory_order_release);
-	(void)!eventfd_write(s->connect_evfd, 1);
+	sock_decided(s);
 	xs_sock_put(s);
 	free(a);
 }
@@ -614,13 +648,8 @@ static int sock_connect_async(struct xs_sock *s, int fd,
 	}
 	s->neg_gen = xs_fork_gen;
 	a->fd = xs_fd_dup_high(fd);
-	if (s->connect_evfd < 0)
-		s->connect_evfd =
-			xs_fd_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-	if (a->fd < 0 || s->connect_evfd < 0) {
+	if (a->fd < 0) {
 		rc = -errno;
-		if (a->fd >= 0)
-			xs_real.close(a->fd);
 		free(a);
 		atomic_store(&s->connecting, false);
 		return rc;
@@ -692,34 +721,49 @@ int xs_sock_connect_wait(struct xs_sock *s, int timeout_ms)
 	uint64_t deadline =
 		timeout_ms > 0 ? xs_now_us() + (uint64_t)timeout_ms * 1000u : 0;
 	struct pollfd pfd = { .events = POLLIN };
-	int n, ms;
+	int n, ms, rc = 0, wake = -2; /* -2: not registered yet */
 
 	while (xs_sock_connecting(s)) {
 		if (timeout_ms == 0)
 			return -EAGAIN;
+		if (wake == -2) {
+			/* registered before the look that precedes the sleep:
+			 * a decision after it wakes us (sock_decided()) */
+			wake = xs_wake_enter();
+			continue;
+		}
 		ms = timeout_ms;
 		if (deadline) {
 			uint64_t now = xs_now_us();
 
-			if (now >= deadline)
-				return -EAGAIN;
+			if (now >= deadline) {
+				rc = -EAGAIN;
+				break;
+			}
 			ms = (int)((deadline - now + 999) / 1000);
 		}
-		/* Another thread's claim makes the eventfd a moment after it
-		 * marked the socket connecting: until then, look every ms. A
-		 * connect that the parent process runs: its eventfd may be
-		 * drained there, so look at the table every 10 ms. */
-		pfd.fd = __atomic_load_n(&s->connect_evfd, __ATOMIC_ACQUIRE);
+		/* Without a wake-up of our own, the socket's eventfd (left
+		 * readable by the outcome), or a look every ms. A connect that
+		 * the parent process runs decides there: look at the table
+		 * every 10 ms. */
+		pfd.fd = wake >= 0 ? wake : xs_sock_connect_evfd(s);
 		if (pfd.fd < 0 && (ms < 0 || ms > 1))
 			ms = 1;
 		else if (s->neg_gen != xs_fork_gen && (ms < 0 || ms > 10))
 			ms = 10;
 		n = xs_real.poll(&pfd, 1, ms);
+		if (n > 0 && wake >= 0)
+			xs_wake_drain(wake);
 		/* SA_RESTART: as the kernel's connect, unless SO_SNDTIMEO */
-		if (n < 0 && errno == EINTR && (deadline || !xs_sig_restarts()))
-			return -EINTR;
+		if (n < 0 && errno == EINTR &&
+		    (deadline || !xs_sig_restarts())) {
+			rc = -EINTR;
+			break;
+		}
 	}
-	return 0;
+	if (wake != -2)
+		xs_wake_leave();
+	return rc;
 }
 
 int xs_sock_take_connect_err(struct xs_sock *s)

@@ -51,16 +51,20 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 	unsigned int ev, out = 0, drain = 0;
 	int k;
 
-	if (xs_sock_kind(s) != XS_KIND_RDMA)
+	if (xs_sock_kind(s) != XS_KIND_RDMA) {
 		/* Negotiating over a connected kernel socket: writable, as
 		 * that socket is; a send waits for the outcome
 		 * (xs_sock_send_wait()). Connecting; or decided for TCP:
 		 * the kernel's. */
-		return xs_sock_kind(s) == XS_KIND_PENDING &&
-				       xs_sock_connecting(s) &&
-				       xs_sock_negotiable(s)
-			       ? POLLOUT | POLLWRNORM
-			       : 0;
+		if (xs_sock_kind(s) == XS_KIND_PENDING &&
+		    xs_sock_connecting(s) && xs_sock_negotiable(s))
+			out = POLLOUT | POLLWRNORM;
+		/* a connect that the parent process runs wakes no wait
+		 * here: looked at again within 1 ms, as a starved stream */
+		if ((how & XS_POLL_ARM) && xs_sock_poll_arm(s))
+			out |= XS_POLL_STARVED;
+		return out;
+	}
 	if (atomic_load(&s->moved))
 		/* the bytes taken over are readable; writes go to the
 		 * kernel's send buffer */
@@ -80,7 +84,8 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 			s->stream,
 			drain | (how & XS_POLL_ARM ? XS_STREAM_ARM : 0) |
 				(how & XS_POLL_SPIN ? XS_STREAM_SPIN : 0) |
-				(how & XS_POLL_NOARM ? XS_STREAM_NOARM : 0));
+				(how & XS_POLL_NOARM ? XS_STREAM_NOARM : 0) |
+				(how & XS_POLL_KICK ? XS_STREAM_KICK : 0));
 		out |= ev & XS_EV_STARVED ? XS_POLL_STARVED : 0;
 		out |= ev & XS_EV_IN ? POLLIN | POLLRDNORM : 0;
 		out |= ev & XS_EV_OUT ? POLLOUT | POLLWRNORM : 0;
@@ -95,15 +100,17 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 	return out;
 }
 
-int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS])
+int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS], bool kick)
 {
 	if (sock_deciding(s)) {
-		fds[0] = s->connect_evfd; /* readable once decided */
+		/* readable once decided: only for a wait that the kernel
+		 * alone wakes, as a stream's kick */
+		fds[0] = kick ? xs_sock_connect_evfd(s) : -1;
 		return fds[0] >= 0;
 	}
 	/* a moved socket's too: an epoll set takes them out by these */
 	if (xs_sock_kind(s) == XS_KIND_RDMA && xs_sock_mine(s) && s->stream)
-		return xs_stream_wait_fds(s->stream, fds);
+		return xs_stream_wait_fds(s->stream, fds, kick);
 	return 0;
 }
 
@@ -112,9 +119,8 @@ bool xs_sock_poll_arm(struct xs_sock *s)
 	int rc;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA)
-		/* the CM channel needs no arming; a connect that the parent
-		 * process runs is looked at again soon (its eventfd may be
-		 * drained there) */
+		/* nothing to arm; a connect that the parent process runs is
+		 * looked at again soon (its outcome wakes no wait here) */
 		return xs_sock_connecting(s) && s->neg_gen != xs_fork_gen;
 
 	if (atomic_load(&s->moved) || !xs_sock_mine(s))

@@ -146,6 +146,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	xs_stream_news_bump(); /* a new stream: readiness may change */
 	memset(s, 0, sizeof(*s));
 	s->c = c;
+	atomic_init(&s->sleeper_fd, -1);
 	atomic_init(&s->kick_fd, -1);
 	s->pub = &s->pub_own;
 	s->tx_granted = xs_wire_start_credits(c->peer.credits);
@@ -170,7 +171,7 @@ int xs_stream_init(struct xs_stream *s, struct xs_conn *c)
 	pthread_cond_init(&s->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	/* the peer's end wakes our sleepers (core/cm.c) */
-	atomic_store(&c->cm_kick, &s->kick_fd);
+	atomic_store(&c->cm_stream, s);
 	return 0;
 }
 
@@ -1030,13 +1031,23 @@ void stream_drain_channels(struct xs_stream *s, unsigned int which)
 	if ((which & XS_STREAM_DRAIN_FD(0)) && s->cq_armed &&
 	    !((which & XS_STREAM_NOARM) && xs_wake_others()))
 		stream_cq_event(s, !(which & XS_STREAM_NOARM));
-	/* the order of xs_stream_wait_fds(): the kick, if there is one */
-	if (s->kick_fd >= 0 && (which & XS_STREAM_DRAIN_FD(1)))
-		stream_unkick(s);
-	if (which & XS_STREAM_DRAIN_FD(s->kick_fd >= 0 ? 2 : 1))
+	/* the order of xs_stream_wait_fds(): a CM channel of its own, if
+	 * there is one (then the kick, which stream_take_kick() drains) */
+	if (s->c->ch && (which & XS_STREAM_DRAIN_FD(1)))
 		stream_cm_events(s);
 	else
 		stream_cm_check(s);
+}
+
+/* Drain the kick for a caller that took it (XS_STREAM_KICK) and saw it
+ * readable: also while another thread sleeps in stream_sleep(), which
+ * does not, so that it never stays readable in a nested epoll set. Called
+ * with s->lock held. */
+static void stream_take_kick(struct xs_stream *s, unsigned int which)
+{
+	if (s->kick_fd >= 0 && (which & XS_STREAM_KICK) &&
+	    (which & XS_STREAM_DRAIN_FD(s->c->ch ? 2 : 1)))
+		stream_unkick(s);
 }
 
 int xs_stream_arm(struct xs_stream *s)
@@ -1049,18 +1060,20 @@ int xs_stream_arm(struct xs_stream *s)
 	return rc;
 }
 
-int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS])
+int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS],
+		       bool kick)
 {
-	int n = 2;
+	int n = 0;
 
-	fds[0] = s->c->cc->fd;
-	pthread_mutex_lock(&s->lock);
-	fds[1] = stream_kick_fd(s);
-	pthread_mutex_unlock(&s->lock);
-	if (fds[1] < 0)
-		n = 1;
+	fds[n++] = s->c->cc->fd;
 	if (s->c->ch)
 		fds[n++] = s->c->ch->fd;
+	if (kick) {
+		pthread_mutex_lock(&s->lock);
+		fds[n] = stream_kick_fd(s);
+		pthread_mutex_unlock(&s->lock);
+		n += fds[n] >= 0;
+	}
 	return n;
 }
 
@@ -1106,6 +1119,7 @@ unsigned int xs_stream_events(struct xs_stream *s, unsigned int how)
 			s, how & (XS_STREAM_DRAIN | XS_STREAM_NOARM));
 	else
 		stream_cm_check(s);
+	stream_take_kick(s, how);
 	if ((how & XS_STREAM_ARM) && stream_arm(s))
 		stream_reset(s, "ibv_req_notify_cq failed");
 	/* An idle connection's look costs no CQ poll: what completed since

@@ -230,11 +230,18 @@ struct xs_stream {
 			  * to the kernel */
 	bool move_pull; /* xs_stream_move_out(): READ every region announced,
 			  * whatever XS_RNDV_RX_HELD */
-	/* eventfd a shutdown() writes, and the process's CM thread at the
-	 * peer's DISCONNECTED (core/cm.c), so that threads asleep on the
-	 * stream's fds (in recv, send, poll, epoll) wake: cf.
-	 * sk_state_change(); made at the first wait, -1 before, -2 when
-	 * none could be made */
+	/* News that no completion announces - a shutdown() by another
+	 * thread, the peer's DISCONNECTED that the process's CM thread
+	 * reads (core/cm.c) - wakes every waiter (cf. sk_state_change(),
+	 * stream_wake_waiters()): the thread asleep in stream_sleep()
+	 * through its own eventfd, which it leaves here while it sleeps
+	 * (-1 otherwise); emulated poll and epoll waits through a note of
+	 * the socket and their threads' own wake-ups (core/wake.c); and a
+	 * wait that only the kernel wakes - an epoll set inside another
+	 * wait - through the kick, an eventfd of the stream's in that
+	 * set's inner set (xs_stream_wait_fds()): made when such a set
+	 * first asks, -1 before, -2 when none could be made */
+	atomic_int sleeper_fd;
 	atomic_int kick_fd;
 	int error;	    /* sticky negative errno (reset) */
 	bool error_pending; /* not reported to a call yet (sk_err) */
@@ -335,11 +342,14 @@ size_t xs_stream_outq(struct xs_stream *s);
 
 /* xs_stream_events() @how bits */
 /* drain one of the fds xs_stream_wait_fds() gives (@k its index: the
- * completion channel, the kick, a CM channel of its own): a read each */
+ * completion channel, a CM channel of its own, the kick): a read each */
 #define XS_STREAM_DRAIN_FD(k) (0x10u << (k))
 #define XS_STREAM_DRAIN	      0x70u /* all of them */
-#define XS_STREAM_ARM	      0x2   /* arm the CQ before looking */
-#define XS_STREAM_SPIN	      0x4 /* poll the CQ even when quiet (a spin's look) */
+/* the wait took the kick (xs_stream_wait_fds()): its XS_STREAM_DRAIN_FD
+ * bit drains it; a wait that did not leaves it to the ones that did */
+#define XS_STREAM_KICK 0x80u
+#define XS_STREAM_ARM  0x2 /* arm the CQ before looking */
+#define XS_STREAM_SPIN 0x4 /* poll the CQ even when quiet (a spin's look) */
 /* with XS_STREAM_DRAIN_FD(0): the completion event is read without an
  * arm, or left to another thread's wait (xs_wake_others()) */
 #define XS_STREAM_NOARM 0x8
@@ -365,6 +375,7 @@ size_t xs_stream_outq(struct xs_stream *s);
  *       sleeps: an event it drains costs no arm now, and the completion
  *       channel stays quiet until it arms (the verbs idiom arms again at
  *       once); while another thread waits, the event is left to it.
+ *       XS_STREAM_KICK: the caller's fds include the kick.
  * Return: XS_EV_* bits; XS_EV_STARVED with XS_STREAM_ARM when the stream
  *         waits for pool memory (sleep at most 1 ms).
  */
@@ -388,19 +399,35 @@ int xs_stream_arm(struct xs_stream *s);
 /**
  * xs_stream_wait_fds() - the fds that become readable when the stream
  *                        may have news: the completion channel, the
- *                        eventfd that shutdown() and the peer's end write
- *                        (struct xs_stream.kick_fd), and the connection's
- *                        own CM channel where it kept one (core/cm.c)
- * @s:   stream
- * @fds: receives XS_STREAM_WAIT_FDS fds at most, in that order
- *       (non-blocking; drained by xs_stream_events())
+ *                        connection's own CM channel where it kept one
+ *                        (core/cm.c), and, when @kick, the eventfd that
+ *                        a shutdown() and the peer's end write (struct
+ *                        xs_stream.kick_fd)
+ * @s:    stream
+ * @fds:  receives XS_STREAM_WAIT_FDS fds at most, in that order
+ *        (non-blocking; drained by xs_stream_events())
+ * @kick: for a wait that nothing but these fds wakes (the inner set of an
+ *        epoll set inside another wait); an emulated wait of a thread
+ *        registered with xs_wake_enter() is woken through its own
+ *        eventfd and a note of the socket instead, and needs no fd more
  *
- * Context: takes s->lock; makes the eventfd on the first call.
- * Return: how many were written: 2, one more with a CM channel of its
- *         own, one fewer when no eventfd could be made (then a shutdown()
- *         by another thread wakes no sleeper; logged).
+ * Context: takes s->lock when @kick; makes the eventfd then, at the first
+ * call that asks.
+ * Return: how many were written: 1, one more with a CM channel of its
+ *         own, one more with the kick (none when no eventfd could be
+ *         made: logged).
  */
-int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS]);
+int xs_stream_wait_fds(struct xs_stream *s, int fds[XS_STREAM_WAIT_FDS],
+		       bool kick);
+
+/**
+ * xs_stream_cm_wake() - wake every waiter on @s after the process's CM
+ *                       thread marked the peer's end (xs_conn.cm_down):
+ *                       see struct xs_stream.sleeper_fd
+ * Context: the CM thread, between reading the connection's event and its
+ * ack (the stream lives until then); lock-free, a write(2) per sleeper.
+ */
+void xs_stream_cm_wake(struct xs_stream *s);
 
 /**
  * xs_stream_news() - a process-wide counter that moves whenever any

@@ -1,8 +1,8 @@
 /*
  * core/stream_wait.c - a stream's waits: the CM channel's events, arming
- * the CQ, the kick eventfd of local news, and the one thread that sleeps
- * in poll(2) on the completion and CM channels while the others wait on
- * the stream's condition variable.
+ * the CQ, the wake-ups of news that no completion announces, and the one
+ * thread that sleeps in poll(2) on the completion channel while the
+ * others wait on the stream's condition variable.
  * Context: any thread; s->lock guards every field (stream_int.h).
  */
 #include <errno.h>
@@ -34,8 +34,9 @@ bool stream_cm_check(struct xs_stream *s)
 {
 	atomic_bool *down = &s->c->cm_down;
 
-	/* seq_cst: after the store of the kick in stream_kick_fd(), as
-	 * the CM thread loads the kick after its store of the mark */
+	/* seq_cst: after the store of the sleeper's eventfd in
+	 * stream_sleep() (or the kick's in stream_kick_fd()), as the CM
+	 * thread loads them after its store of the mark */
 	if (!atomic_load(down) || !atomic_exchange(down, false))
 		return false;
 	stream_cm_down(s);
@@ -118,9 +119,9 @@ void stream_arm_widen(struct xs_stream *s)
 }
 
 /*
- * The eventfd of local news (see struct xs_stream.kick_fd), made now if
- * there is none: a thread makes it before it first sleeps, under the lock,
- * so a shutdown() that comes after its last look always finds it.
+ * The kick (see struct xs_stream.kick_fd), made now if there is none: an
+ * epoll set inside another wait takes it before its members' last look,
+ * under the lock, so a shutdown() that comes after that look finds it.
  * Return: the fd, or -1 (no fd left: logged once). Called with s->lock
  * held.
  */
@@ -134,7 +135,7 @@ int stream_kick_fd(struct xs_stream *s)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
 				    "thread, or the peer's end, may wake a "
-				    "blocked call late",
+				    "nested epoll set's waiter late",
 				    strerror(errno));
 		/* before the look at the CM thread's mark (core/cm.c); -2:
 		 * none, for good, so that the fds the stream's waits were
@@ -144,11 +145,31 @@ int stream_kick_fd(struct xs_stream *s)
 	return fd >= 0 ? fd : -1;
 }
 
-/* Wake every thread asleep on @s's fds. Called with s->lock held. */
-static void stream_kick(struct xs_stream *s)
+/*
+ * Wake every thread asleep on @s without its lock (see struct
+ * xs_stream.sleeper_fd): the one in stream_sleep(), the emulated waits
+ * (a note, so that an epoll set looks at the socket again, then each
+ * registered thread's own eventfd), and the kernel's waits on a nested
+ * epoll set (the kick). The news the caller stored comes first.
+ */
+static void stream_wake_waiters(struct xs_stream *s)
 {
-	if (s->kick_fd >= 0)
-		(void)!eventfd_write(s->kick_fd, 1);
+	int fd;
+
+	xs_stream_note(__atomic_load_n(&s->owner, __ATOMIC_RELAXED));
+	xs_stream_news_bump();
+	fd = atomic_load(&s->sleeper_fd);
+	if (fd >= 0)
+		(void)!eventfd_write(fd, 1);
+	fd = atomic_load(&s->kick_fd);
+	if (fd >= 0)
+		(void)!eventfd_write(fd, 1);
+	xs_wake_all();
+}
+
+void xs_stream_cm_wake(struct xs_stream *s)
+{
+	stream_wake_waiters(s);
 }
 
 /*
@@ -160,10 +181,7 @@ static void stream_kick(struct xs_stream *s)
 void stream_wake(struct xs_stream *s)
 {
 	pthread_cond_broadcast(&s->cond);
-	stream_kick(s);
-	/* the first of two threads asleep on the kick drains it; each has
-	 * its own wake-up too */
-	xs_wake_all();
+	stream_wake_waiters(s);
 }
 
 /* Take the kick, so that it wakes nobody twice. Called with s->lock held. */
@@ -224,7 +242,7 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	unsigned long gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	struct pollfd pfd[XS_STREAM_WAIT_FDS];
 	struct xs_spin_run run;
-	int n, nfds, err, wait_ms;
+	int n, nfds, err, wait_ms, wake;
 	uint64_t now;
 
 	/* buffers the reaping re-posted go back before we wait: the peer
@@ -267,20 +285,24 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	 * look again soon (backpressure, cf. sk_stream_wait_memory). */
 	if (s->pool_starved && (wait_ms < 0 || wait_ms > 1))
 		wait_ms = 1;
-	/* no kick: a shutdown() by another thread, or the peer's end that
-	 * the CM thread marked, wakes no one here */
-	if (stream_kick_fd(s) < 0 && (wait_ms < 0 || wait_ms > 100))
+	/* this thread's own eventfd, which a shutdown() by another thread
+	 * and the peer's end that the CM thread marked write while it sleeps
+	 * (stream_wake_waiters()); without one, they wake no one here */
+	wake = xs_wake_hold();
+	if (wake < 0 && (wait_ms < 0 || wait_ms > 100))
 		wait_ms = 100;
-	/* the order of xs_stream_wait_fds(); a poll(2) entry of fd -1 is
-	 * ignored */
+	/* a poll(2) entry of fd -1 is ignored */
 	pfd[0] = (struct pollfd){ .fd = s->c->cc->fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = stream_kick_fd(s), .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = wake, .events = POLLIN };
 	pfd[2] = (struct pollfd){ .fd = s->c->ch ? s->c->ch->fd : -1,
 				  .events = POLLIN };
 	nfds = s->c->ch ? 3 : 2;
-	/* the peer's end marked before the kick was there: no one wrote
+	atomic_store(&s->sleeper_fd, wake);
+	/* the peer's end marked before the eventfd was left: no one wrote
 	 * it (core/cm.c) */
 	if (stream_cm_check(s)) {
+		atomic_store(&s->sleeper_fd, -1);
+		xs_wake_unhold();
 		xs_spin_end(&run, true);
 		return 0;
 	}
@@ -289,6 +311,10 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 	n = xs_real.poll(pfd, (nfds_t)nfds, wait_ms);
 	err = errno;
 	pthread_mutex_lock(&s->lock);
+	atomic_store(&s->sleeper_fd, -1);
+	if (n > 0 && pfd[1].revents)
+		xs_wake_drain(wake);
+	xs_wake_unhold();
 	/* a handler with SA_RESTART: the kernel's call would go on, unless
 	 * it has a timeout (signal(7)) */
 	if (n < 0)
@@ -298,8 +324,6 @@ static int stream_sleep(struct xs_stream *s, uint64_t deadline)
 			       : 0;
 	if (pfd[0].revents)
 		stream_cq_event(s, true);
-	if (pfd[1].revents)
-		stream_unkick(s);
 	if (nfds == 3 && pfd[2].revents)
 		stream_cm_events(s);
 	else

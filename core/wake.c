@@ -2,16 +2,21 @@
  * core/wake.c - a wake-up of its own for each thread asleep in an
  * emulated poll, select or epoll_wait.
  *
- * The channel fds of a socket (its completion channel, its CM channel,
- * the eventfd a shutdown() writes: xs_sock_poll_fds()) are shared by every
- * thread that waits on it, and the first to wake drains them. A second
- * thread woken by the same write looks at its fds again inside poll(2),
- * finds them quiet and sleeps on, where the kernel wakes both waiters of
- * a TCP socket (sk_state_change() -> sk_wake_async(), every entry of the
- * wait queue). News that changes every waiter's answer and that nothing
- * else will announce again - a shutdown() by another thread, a failure the
- * probe thread found - therefore also goes to each sleeping thread's own
- * eventfd, which only that thread drains.
+ * The channel fds of a socket (its completion channel, a CM channel of
+ * its own: xs_sock_poll_fds()) are shared by every thread that waits on
+ * it, and the first to wake drains them. A second thread woken by the
+ * same write looks at its fds again inside poll(2), finds them quiet and
+ * sleeps on, where the kernel wakes both waiters of a TCP socket
+ * (sk_state_change() -> sk_wake_async(), every entry of the wait queue).
+ * News that changes every waiter's answer and that no channel fd
+ * announces - a shutdown() by another thread, the peer's end that the CM
+ * thread read, a failure the probe thread found, a connect decided -
+ * therefore goes to each sleeping thread's own eventfd, which only that
+ * thread drains, with a note of the socket (xs_sock_note()) for the
+ * epoll sets that look only at members with news. A socket needs no
+ * eventfd of its own for it, but for an epoll set inside another wait,
+ * which only the kernel wakes (struct xs_stream.kick_fd,
+ * xs_sock_connect_evfd()).
  *
  * A thread registers its eventfd for the whole of an emulated wait
  * (xs_wake_enter() to xs_wake_leave()) and sleeps on it beside the channel
@@ -66,10 +71,25 @@ struct waker {
 	int fd;	   /* this thread's eventfd, -1 before its first wait */
 	int slot;  /* its slot while registered, else -1 */
 	int depth; /* waits entered (a signal handler's wait nests) */
+	int holds; /* stream sleeps that left fd to their writers */
+	/* a wait nested in another (a signal handler's) took a wake-up:
+	 * maybe the interrupted one's, given back when the nested ends */
+	bool owed;
 };
 
 static __thread struct waker wake_self __attribute__((
 	tls_model("initial-exec"))) = { .fd = -1, .slot = -1, .depth = 0 };
+
+/* A wait of this thread ended: a wake-up that a nested wait took goes
+ * back to the wait it interrupted, which looks once more. */
+static void wake_settle(struct waker *w)
+{
+	if (!w->owed)
+		return;
+	if (w->depth + w->holds > 0 && w->fd >= 0)
+		(void)!eventfd_write(w->fd, 1);
+	w->owed = false;
+}
 
 /* A thread's exit: its eventfd to the free list (see the file comment). */
 static void wake_thread_exit(void *arg)
@@ -161,6 +181,11 @@ int xs_wake_enter(void)
 			while (high <= i && !atomic_compare_exchange_weak(
 						    &wake_high, &high, i + 1))
 				;
+			/* registered before the loads of the look that
+			 * follows (the news counter, the notes, a stream's
+			 * marks): a writer that stored them after those
+			 * loads finds this slot (xs_wake_all()) */
+			atomic_thread_fence(memory_order_seq_cst);
 			errno = err;
 			return w->fd;
 		}
@@ -177,8 +202,13 @@ void xs_wake_leave(void)
 {
 	struct waker *w = &wake_self;
 
-	if (w->depth == 0 || --w->depth > 0)
+	if (w->depth == 0)
 		return;
+	if (--w->depth > 0) {
+		wake_settle(w);
+		return;
+	}
+	wake_settle(w);
 	atomic_fetch_sub(&wake_inside, 1);
 	if (w->slot >= 0)
 		atomic_store(&wake_slot[w->slot], 0);
@@ -187,10 +217,12 @@ void xs_wake_leave(void)
 
 void xs_wake_drain(int fd)
 {
+	struct waker *w = &wake_self;
 	int err = errno;
 	eventfd_t v;
 
-	(void)!eventfd_read(fd, &v);
+	if (eventfd_read(fd, &v) == 0 && w->depth + w->holds > 1)
+		w->owed = true;
 	errno = err;
 }
 
@@ -215,9 +247,32 @@ void xs_wake_nested(void)
 	atomic_store(&wake_nested, true);
 }
 
+int xs_wake_hold(void)
+{
+	struct waker *w = &wake_self;
+	int err = errno, fd = wake_fd(w);
+
+	w->holds++;
+	errno = err;
+	return fd;
+}
+
+void xs_wake_unhold(void)
+{
+	struct waker *w = &wake_self;
+
+	if (w->holds > 0)
+		w->holds--;
+	wake_settle(w);
+}
+
 void xs_wake_all(void)
 {
-	int i, high = atomic_load(&wake_high), v, err = errno;
+	int i, high, v, err = errno;
+
+	/* the news that the caller stored before it (see xs_wake_enter()) */
+	atomic_thread_fence(memory_order_seq_cst);
+	high = atomic_load(&wake_high);
 
 	for (i = 0; i < high; i++) {
 		v = atomic_load(&wake_slot[i]);
@@ -245,4 +300,5 @@ void xs_wake_fork_child(void)
 		xs_real.close(wake_self.fd);
 	wake_self.fd = -1;
 	wake_self.slot = -1;
+	wake_self.owed = false;
 }

@@ -238,13 +238,13 @@ struct xs_sock {
 	pid_t rdma_pid; /* process that made the stream (fork check) */
 	/* A non-blocking connect whose RDMA handshake runs on a worker
 	 * thread: connecting until the outcome (kind RDMA, or kind TCP with
-	 * the kernel's connect started); connect_evfd (an eventfd, kept
-	 * until teardown) becomes readable then, for emulated waits. */
+	 * the kernel's connect started), which wakes the waits (see
+	 * xs_sock_connect_evfd(); that eventfd stays until teardown). */
 	atomic_bool connecting;
 	/* decided for RDMA, connect() not yet called again: it answers 0
 	 * once, as the kernel's SS_CONNECTING does */
 	atomic_bool connect_unseen;
-	int connect_evfd;
+	atomic_int connect_evfd;
 	int connect_err; /* a fallback connect()'s immediate error (errno),
 			  * reported once by SO_ERROR; protected by lock */
 	/* Kind PENDING with neg set: connected over kernel TCP, the
@@ -984,10 +984,10 @@ void xs_spin_timed_out(struct xs_spin *sp);
 /* xs_sock_poll_events() @how bits */
 /* drain only the fd at index @k of xs_sock_poll_fds() (seen readable) */
 #define XS_POLL_DRAIN_FD(k) (0x100u << (k))
-/* drain every channel fd too (system calls) */
-#define XS_POLL_DRAIN                                                          \
-	(XS_POLL_DRAIN_FD(0) | XS_POLL_DRAIN_FD(1) | XS_POLL_DRAIN_FD(2))
-#define XS_POLL_ARM 0x2 /* arm first, as xs_sock_poll_arm() */
+/* drain every channel fd too (system calls): XS_POLL_DRAIN_FD(0 to 2) */
+#define XS_POLL_DRAIN 0x700u
+#define XS_POLL_KICK  0x20 /* the wait took the kick: drain it too */
+#define XS_POLL_ARM   0x2  /* arm first, as xs_sock_poll_arm() */
 /* a look during a spin: poll the CQ in userspace whatever the last look
  * found, and make no system call */
 #define XS_POLL_SPIN  0x4
@@ -1024,16 +1024,16 @@ void xs_spin_timed_out(struct xs_spin *sp);
  */
 unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how);
 
-/* Most fds xs_sock_poll_fds() gives for one socket. */
-#define XS_POLL_FDS 3
+#define XS_POLL_FDS 3 /* most fds xs_sock_poll_fds() gives a socket */
 
 /**
  * xs_sock_poll_fds() - fds that turn readable when @s may have news
- * @s:   socket for which xs_sock_polled() holds
- * @fds: receives up to XS_POLL_FDS non-blocking fds
+ * @s:    socket for which xs_sock_polled() holds
+ * @fds:  receives up to XS_POLL_FDS non-blocking fds
+ * @kick: a wait that the kernel alone wakes (see xs_stream_wait_fds())
  * Return: how many were written.
  */
-int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS]);
+int xs_sock_poll_fds(struct xs_sock *s, int fds[XS_POLL_FDS], bool kick);
 
 /**
  * xs_sock_poll_gen() - a counter that moves whenever @s's readiness may
