@@ -150,8 +150,10 @@ int xs_sock_connect_evfd(struct xs_sock *s);
  * xs_wake_unhold() - the end of that wait
  * Context: any thread; lock-free after the first call. errno is kept.
  * Return: the fd (not closed while a thread of the process may write it:
- *         a late write only wakes this thread's next wait once), or -1
- *         (none to be had: logged once).
+ *         a late write only wakes this thread's next wait once), or -1:
+ *         none to be had (logged once), or the thread is inside another
+ *         wait already (a signal handler's call), whose wake-ups the fd
+ *         is for; the caller then sleeps at most 100 ms at a time.
  */
 int xs_wake_hold(void);
 void xs_wake_unhold(void);

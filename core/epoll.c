@@ -150,11 +150,15 @@ static void ep_nest_sync(int epfd, struct ep_set *ep)
 			 __ATOMIC_RELAXED);
 }
 
+static _Atomic(unsigned char) *ep_in(bool make);
+
 /* The member set of @epfd, made on first use. Return: set, or NULL with
  * the errno epoll_ctl would give (-EBADF, -EINVAL, -ENOMEM). */
 static struct ep_set *ep_get_or_make(int epfd, int *err)
 {
 	struct ep_set *ep = ep_lookup(epfd);
+	_Atomic(unsigned char) *in;
+	bool made = false;
 
 	if (ep)
 		return ep;
@@ -183,12 +187,18 @@ static struct ep_set *ep_get_or_make(int epfd, int *err)
 				ep->notes = xs_sock_notes_end();
 				ep_nest_init(epfd, ep);
 				atomic_store(&ep_table[epfd], ep);
+				made = true;
 			}
 		}
 	}
 	pthread_mutex_unlock(&ep_table_lock);
 	if (!ep)
 		*err = -ENOMEM;
+	else if (made && !ep->nested && (in = ep_in(false)) &&
+		 atomic_load(&in[epfd]))
+		/* marked inside a wait while it was being made, after
+		 * ep_nest_init() looked (see xs_ep_nest_check()) */
+		xs_ep_nest_check(epfd);
 	return ep;
 }
 
@@ -929,23 +939,40 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 	return err;
 }
 
-void ep_in_mark(int fd)
+/* The marks of fds inside a wait (ep_in_mark()), made now if there are
+ * none yet and @make. */
+static _Atomic(unsigned char) *ep_in(bool make)
 {
-	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll), *fresh = NULL;
+	_Atomic(unsigned char) *in = atomic_load(&ep_in_epoll), *fresh;
 
-	if (fd < 0 || (size_t)fd >= xs_fdtab_size())
+	if (in || !make)
+		return in;
+	fresh = calloc(xs_fdtab_size(), 1);
+	if (!fresh)
+		return NULL;
+	if (atomic_compare_exchange_strong(&ep_in_epoll, &in, fresh))
+		return fresh;
+	free(fresh); /* another thread's won; @in is it */
+	return in;
+}
+
+void ep_in_mark(int fd, bool make)
+{
+	_Atomic(unsigned char) *in;
+
+	if (fd < 0 || (size_t)fd >= xs_fdtab_size() || !(in = ep_in(make)))
 		return;
-	if (!in) {
-		fresh = calloc(xs_fdtab_size(), 1);
-		if (!fresh)
-			return;
-		if (atomic_compare_exchange_strong(&ep_in_epoll, &in, fresh))
-			in = fresh;
-		else
-			free(fresh); /* another thread's won; @in is it */
-	}
 	if (!atomic_load_explicit(&in[fd], memory_order_relaxed))
 		atomic_store(&in[fd], 1);
+}
+
+void xs_epoll_created(int fd)
+{
+	_Atomic(unsigned char) *in;
+
+	if (fd < 0 || (size_t)fd >= xs_fdtab_size() || !(in = ep_in(true)))
+		return;
+	atomic_store(&in[fd], 0); /* a mark whose close went unseen */
 }
 
 /* Kernel fd @fd went into an epoll set: an epoll fd with xsock members
@@ -953,7 +980,7 @@ void ep_in_mark(int fd)
  * some. */
 static void ep_nest_added(int fd)
 {
-	ep_in_mark(fd);
+	ep_in_mark(fd, true);
 	xs_ep_nest_check(fd);
 }
 

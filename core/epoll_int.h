@@ -120,8 +120,11 @@ void ep_nest_mark(struct ep_set *ep, bool ready);
 void ep_nest_kicks(struct ep_set *ep);
 /* ep_in_mark() - kernel fd @fd is inside another wait (an epoll set,
  * poll, select): an epoll set made on it later is nested from the start,
- * until the fd is closed (xs_poll_fd_closed()). Lock-free. */
-void ep_in_mark(int fd);
+ * until the fd is closed (xs_poll_fd_closed()) or made anew by
+ * epoll_create (xs_epoll_created()). @make: allocate the marks if there
+ * are none (not from poll or select, which a signal handler may call:
+ * the marks exist once an epoll fd was made). Lock-free. */
+void ep_in_mark(int fd, bool make);
 void ep_settle(int epfd, struct ep_set *ep);
 void ep_wake(struct ep_set *ep, struct ep_member *m);
 void ep_wake_news(struct ep_set *ep, const struct epoll_event *chan, int nchan,

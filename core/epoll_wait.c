@@ -314,12 +314,14 @@ static void ep_nest_refresh(int epfd, struct ep_set *ep)
  * gets some: the kernel alone wakes that wait. */
 void xs_ep_nest_check(int fd)
 {
-	struct ep_set *ep = ep_lookup(fd);
+	struct ep_set *ep;
 
+	/* marked before the look (seq_cst), as a set being made publishes
+	 * itself before it looks at the mark (ep_get()) */
+	ep_in_mark(fd, false);
+	ep = ep_lookup(fd);
 	if (ep)
 		ep_nest_refresh(fd, ep);
-	else
-		ep_in_mark(fd);
 }
 
 /* Whether @ts (NULL: none) is a zero timeout: a wait that never sleeps. */

@@ -527,8 +527,8 @@ static int sock_connect_finish(struct xs_sock *s, int fd, bool shared)
  * connected non-blocking) when xsock listens there - then the outcome
  * published: kind RDMA, or kind TCP (for an undecided fallback, with the
  * kernel's non-blocking connect started on the same socket, its progress
- * and SO_ERROR the kernel's), and the eventfd written so that emulated
- * waits look again. Frees @a.
+ * and SO_ERROR the kernel's), and its waits woken to look again
+ * (sock_decided()). Frees @a.
  */
 static void sock_connect_run(struct sock_connecting *a)
 {

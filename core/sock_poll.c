@@ -5,20 +5,22 @@
  * QP), and a socket negotiating its transport is not readable yet (but
  * writable: its send waits for the outcome), so poll/epoll/select ask
  * here: the events as tcp_poll() would compute them, the fds to sleep on
- * (completion and CM channels, or the eventfd of a negotiation), and
+ * (the completion channel; for an epoll set inside another wait, the
+ * stream's kick or the negotiation's eventfd too: see core/wake.c), and
  * arming before the sleep. The waits themselves (core/poll.c,
  * core/epoll.c) spin, arm, re-check and sleep in one real poll over these
- * fds and the application's kernel fds.
+ * fds, the application's kernel fds and their thread's own wake-up.
  * Context: any thread.
  */
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "core_int.h"
 #include "stream.h"
 
 /* Whether @s's transport is undecided, or decided for TCP by a connect
- * that has not yet said so: its connect eventfd answers for it. */
+ * that has not yet said so: the outcome answers for it (sock_decided()). */
 static bool sock_deciding(struct xs_sock *s)
 {
 	enum xs_fd_kind kind = xs_sock_kind(s);
@@ -63,6 +65,17 @@ unsigned int xs_sock_poll_events(struct xs_sock *s, unsigned int how)
 		 * here: looked at again within 1 ms, as a starved stream */
 		if ((how & XS_POLL_ARM) && xs_sock_poll_arm(s))
 			out |= XS_POLL_STARVED;
+		/* a nested set's: the eventfd seen readable while still
+		 * connecting (an outcome written before a claim began anew)
+		 * is drained; the outcome's own stays for the settle */
+		if ((how & XS_POLL_KICK) && (how & XS_POLL_DRAIN_FD(0)) &&
+		    sock_deciding(s) &&
+		    (k = atomic_load(&s->connect_evfd)) >= 0) {
+			eventfd_t v;
+
+			if (eventfd_read(k, &v) == 0 && !xs_sock_connecting(s))
+				(void)!eventfd_write(k, 1);
+		}
 		return out;
 	}
 	if (atomic_load(&s->moved))

@@ -154,6 +154,11 @@ bool xs_stream_drained(struct xs_stream *s)
 	pthread_mutex_lock(&s->lock);
 	if (!s->polling)
 		stream_drain_channels(s, XS_STREAM_DRAIN);
+	/* closed, or the process ends: an epoll set that held the socket
+	 * drops it without taking its kick out of the inner set (closed
+	 * members: ep_settle()); left readable, it would wake that set's
+	 * waiters again and again */
+	stream_unkick(s);
 	stream_poll_cq(s);
 	done = stream_done(s);
 	pthread_mutex_unlock(&s->lock);

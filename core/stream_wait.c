@@ -134,8 +134,8 @@ int stream_kick_fd(struct xs_stream *s)
 		if (fd < 0)
 			xs_log_once(XS_LOG_WARN, "stream",
 				    "eventfd: %s: a shutdown() by another "
-				    "thread, or the peer's end, may wake a "
-				    "nested epoll set's waiter late",
+				    "thread, or the peer's end, wakes no "
+				    "waiter of a nested epoll set",
 				    strerror(errno));
 		/* before the look at the CM thread's mark (core/cm.c); -2:
 		 * none, for good, so that the fds the stream's waits were

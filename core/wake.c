@@ -35,6 +35,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -43,8 +44,8 @@
 #include "log.h"
 
 /* Threads asleep at once that get a wake-up of their own; a thread past
- * this many sleeps as before (on the shared channel fds only). Servers run
- * a few threads per core; 1024 leaves room for thread-per-connection ones.
+ * this many sleeps at most 100 ms at a time. Servers run a few threads per
+ * core; 1024 leaves room for thread-per-connection ones.
  */
 #define WAKE_SLOTS 1024
 
@@ -58,10 +59,11 @@ static atomic_int wake_inside;
  * it: the sets are the child's too) */
 static atomic_bool wake_nested;
 
-/* Eventfds of threads that have exited, for the next thread. */
+/* Eventfds of threads that have exited, for the next thread: as many as
+ * threads had one at once, at most (grown as they end). */
 static pthread_mutex_t wake_free_lock = PTHREAD_MUTEX_INITIALIZER;
-static int wake_free[WAKE_SLOTS];
-static int wake_nfree;
+static int *wake_free;
+static int wake_nfree, wake_free_cap;
 
 static pthread_once_t wake_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t wake_key;
@@ -108,15 +110,24 @@ static void wake_thread_exit(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_mutex_lock(&wake_free_lock);
-	if (wake_nfree < WAKE_SLOTS) {
+	if (wake_nfree == wake_free_cap) {
+		int cap = wake_free_cap ? 2 * wake_free_cap : 64;
+		int *grown = realloc(wake_free, (size_t)cap * sizeof(*grown));
+
+		if (grown) {
+			wake_free = grown;
+			wake_free_cap = cap;
+		}
+	}
+	if (wake_nfree < wake_free_cap) {
 		wake_free[wake_nfree++] = w->fd;
 		w->fd = -1;
 	}
 	pthread_mutex_unlock(&wake_free_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* No room (more than WAKE_SLOTS threads ended while none started):
-	 * the fd stays open, unused, as the file comment says; a write that
-	 * read its slot a moment ago must never reach a reused number. */
+	/* No memory to keep it: the fd stays open, unused, as the file
+	 * comment says; a write that read its slot or a stream's sleeper a
+	 * moment ago must never reach a reused number. */
 	w->fd = -1;
 }
 
@@ -149,7 +160,7 @@ static int wake_fd(struct waker *w)
 		if (fd < 0) {
 			xs_log_once(XS_LOG_WARN, "wake",
 				    "eventfd: %s: a shutdown() by another "
-				    "thread may wake only one of two waiters",
+				    "thread may wake a waiter 100 ms late",
 				    strerror(errno));
 			return -1;
 		}
@@ -192,7 +203,7 @@ int xs_wake_enter(void)
 	}
 	xs_log_once(XS_LOG_WARN, "wake",
 		    "more than %d threads asleep at once: a shutdown() by "
-		    "another thread may wake only one of two waiters",
+		    "another thread may wake a waiter 100 ms late",
 		    WAKE_SLOTS);
 	errno = err;
 	return -1;
@@ -201,18 +212,25 @@ int xs_wake_enter(void)
 void xs_wake_leave(void)
 {
 	struct waker *w = &wake_self;
+	int slot;
 
 	if (w->depth == 0)
 		return;
-	if (--w->depth > 0) {
+	if (w->depth > 1) {
+		w->depth--;
 		wake_settle(w);
 		return;
 	}
+	/* the slot goes before the depth: a signal handler's wait that
+	 * comes in between registers anew, and leaves nothing behind */
+	slot = w->slot;
+	w->slot = -1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (slot >= 0)
+		atomic_store(&wake_slot[slot], 0);
+	w->depth = 0;
 	wake_settle(w);
 	atomic_fetch_sub(&wake_inside, 1);
-	if (w->slot >= 0)
-		atomic_store(&wake_slot[w->slot], 0);
-	w->slot = -1;
 }
 
 void xs_wake_drain(int fd)
@@ -250,9 +268,12 @@ void xs_wake_nested(void)
 int xs_wake_hold(void)
 {
 	struct waker *w = &wake_self;
-	int err = errno, fd = wake_fd(w);
+	int err = errno, fd;
 
-	w->holds++;
+	/* Inside another wait of this thread (a signal handler's call):
+	 * none. Its wake-ups are that wait's, and a sleep that took one and
+	 * gave it back at its end would find it again at its next turn. */
+	fd = w->depth + w->holds++ > 0 ? -1 : wake_fd(w);
 	errno = err;
 	return fd;
 }

@@ -1094,7 +1094,7 @@ bool xs_sock_poll_arm(struct xs_sock *s);
  * Context: any thread, signal handlers too; lock-free; the thread's first
  * wait makes its eventfd (three system calls), later ones make none.
  * Return: the fd, or -1 (no fd to be had, or more than 1024 threads
- *         asleep at once: the wait then sleeps on the shared fds alone,
+ *         asleep at once: the wait then sleeps at most 100 ms at a time,
  *         logged once). errno is kept.
  */
 int xs_wake_enter(void);
@@ -1188,13 +1188,12 @@ int xs_epoll_pwait(int epfd, struct epoll_event *events, int maxevents,
 int xs_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 		    const struct timespec *timeout, const sigset_t *sigmask);
 
-/**
- * xs_poll_fd_closed() - forget the epoll emulation state of @fd
- * @fd: an fd being closed (any kind; most have no state)
- *
- * Context: close(2)'s wrapper, before the kernel's close; takes
- * ep_table_lock when @fd is an epoll fd with xsock members.
- */
+/* xs_poll_fd_closed() - forget the epoll emulation state of @fd, an fd
+ * being closed (any kind; most have none). Context: close(2)'s wrapper,
+ * before the kernel's close; takes ep_table_lock for an epoll fd with
+ * xsock members. xs_epoll_created() - @fd (<0: none) is a new epoll fd,
+ * inside no wait yet; from epoll_create's wrappers. Lock-free. */
 void xs_poll_fd_closed(int fd);
+void xs_epoll_created(int fd);
 
 #endif /* XS_CORE_XS_CORE_H */

@@ -82,14 +82,24 @@ XS_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 
 XS_EXPORT int epoll_create(int size)
 {
-	xs_enter();
-	return XS_CALL(epoll_create, size);
+	int fd;
+
+	if (!xs_enter())
+		return XS_CALL(epoll_create, size);
+	fd = XS_CALL(epoll_create, size);
+	XS_SAVE_ERRNO(xs_epoll_created(fd));
+	return fd;
 }
 
 XS_EXPORT int epoll_create1(int flags)
 {
-	xs_enter();
-	return XS_CALL(epoll_create1, flags);
+	int fd;
+
+	if (!xs_enter())
+		return XS_CALL(epoll_create1, flags);
+	fd = XS_CALL(epoll_create1, flags);
+	XS_SAVE_ERRNO(xs_epoll_created(fd));
+	return fd;
 }
 
 XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
