@@ -149,14 +149,22 @@ int xs_sock_connect_evfd(struct xs_sock *s);
  *                  gives it back when it ends
  * xs_wake_unhold() - the end of that wait
  * Context: any thread; lock-free after the first call. errno is kept.
- * Return: the fd (not closed while a thread of the process may write it:
- *         a late write only wakes this thread's next wait once), or -1:
+ * Return: the fd (closed at the thread's exit, once no writer is between
+ *         xs_wake_write_begin() and _end(); a late write only wakes this
+ *         thread's next wait once), or -1:
  *         none to be had (logged once), or the thread is inside another
  *         wait already (a signal handler's call), whose wake-ups the fd
  *         is for; the caller then sleeps at most 100 ms at a time.
  */
 int xs_wake_hold(void);
 void xs_wake_unhold(void);
+
+/* xs_wake_write_begin() - before a look at a thread's eventfd (a stream's
+ * sleeper_fd) that a write may follow; xs_wake_write_end() after that
+ * write: the thread's exit closes its eventfd only when no write is
+ * between the two. Lock-free. */
+void xs_wake_write_begin(void);
+void xs_wake_write_end(void);
 
 /**
  * xs_wake_others() - whether a thread other than the caller is inside an

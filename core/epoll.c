@@ -968,11 +968,10 @@ void ep_in_mark(int fd, bool make)
 
 void xs_epoll_created(int fd)
 {
-	_Atomic(unsigned char) *in;
+	_Atomic(unsigned char) *in = ep_in(true);
 
-	if (fd < 0 || (size_t)fd >= xs_fdtab_size() || !(in = ep_in(true)))
-		return;
-	atomic_store(&in[fd], 0); /* a mark whose close went unseen */
+	if (in && fd >= 0 && (size_t)fd < xs_fdtab_size())
+		atomic_store(&in[fd], 0); /* a mark whose close went unseen */
 }
 
 /* Kernel fd @fd went into an epoll set: an epoll fd with xsock members

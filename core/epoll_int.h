@@ -123,7 +123,7 @@ void ep_nest_kicks(struct ep_set *ep);
  * until the fd is closed (xs_poll_fd_closed()) or made anew by
  * epoll_create (xs_epoll_created()). @make: allocate the marks if there
  * are none (not from poll or select, which a signal handler may call:
- * the marks exist once an epoll fd was made). Lock-free. */
+ * the library's init made them). Lock-free. */
 void ep_in_mark(int fd, bool make);
 void ep_settle(int epfd, struct ep_set *ep);
 void ep_wake(struct ep_set *ep, struct ep_member *m);

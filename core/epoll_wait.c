@@ -319,6 +319,7 @@ void xs_ep_nest_check(int fd)
 	/* marked before the look (seq_cst), as a set being made publishes
 	 * itself before it looks at the mark (ep_get()) */
 	ep_in_mark(fd, false);
+	atomic_thread_fence(memory_order_seq_cst);
 	ep = ep_lookup(fd);
 	if (ep)
 		ep_nest_refresh(fd, ep);

@@ -97,8 +97,12 @@ int xs_stream_move_out(struct xs_stream *s, int timeout_ms, uint8_t **bytes,
 
 static void stream_free(struct xs_stream *s)
 {
-	if (s->kick_fd >= 0)
+	/* drained first: a forked child's copy may keep it, readable, in
+	 * the inner set of a nested epoll set of ours */
+	if (s->kick_fd >= 0) {
+		stream_unkick(s);
 		xs_real.close(s->kick_fd);
+	}
 	free(s->tx);
 	free(s->rxq);
 	free(s->done_q);

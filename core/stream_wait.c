@@ -158,9 +158,11 @@ static void stream_wake_waiters(struct xs_stream *s)
 
 	xs_stream_note(__atomic_load_n(&s->owner, __ATOMIC_RELAXED));
 	xs_stream_news_bump();
+	xs_wake_write_begin(); /* the sleeper's eventfd stays open till then */
 	fd = atomic_load(&s->sleeper_fd);
 	if (fd >= 0)
 		(void)!eventfd_write(fd, 1);
+	xs_wake_write_end();
 	fd = atomic_load(&s->kick_fd);
 	if (fd >= 0)
 		(void)!eventfd_write(fd, 1);

@@ -26,16 +26,18 @@
  * The table of registered threads is lock-free, so that a signal handler
  * that waits while its thread was interrupted inside a wait, and the
  * writers (under stream.lock), never block on it. A thread's eventfd lives
- * as long as the thread; at its exit it goes to a free list for the next
- * thread, never closed, so a write racing with a thread's exit reaches an
- * eventfd of ours and never an fd the application opened meanwhile.
+ * as long as the thread: its exit closes it once no writer is between its
+ * look at the thread's slot (or a stream's sleeper_fd) and its write
+ * (wake_writers), so a write racing with a thread's exit never reaches an
+ * fd the application opened meanwhile, and threads that come and go leave
+ * no fd behind.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -59,11 +61,9 @@ static atomic_int wake_inside;
  * it: the sets are the child's too) */
 static atomic_bool wake_nested;
 
-/* Eventfds of threads that have exited, for the next thread: as many as
- * threads had one at once, at most (grown as they end). */
-static pthread_mutex_t wake_free_lock = PTHREAD_MUTEX_INITIALIZER;
-static int *wake_free;
-static int wake_nfree, wake_free_cap;
+/* Writers between their look at a thread's eventfd (a slot, a stream's
+ * sleeper_fd) and their write to it (xs_wake_write_begin()). */
+static atomic_int wake_writers;
 
 static pthread_once_t wake_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t wake_key;
@@ -93,11 +93,11 @@ static void wake_settle(struct waker *w)
 	w->owed = false;
 }
 
-/* A thread's exit: its eventfd to the free list (see the file comment). */
+/* A thread's exit: its eventfd closed once no writer may still write it
+ * (see the file comment). */
 static void wake_thread_exit(void *arg)
 {
 	struct waker *w = arg;
-	sigset_t all, old;
 
 	if (w->slot >= 0)
 		atomic_store(&wake_slot[w->slot], 0);
@@ -107,27 +107,11 @@ static void wake_thread_exit(void *arg)
 	w->depth = 0;
 	if (w->fd < 0)
 		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&wake_free_lock);
-	if (wake_nfree == wake_free_cap) {
-		int cap = wake_free_cap ? 2 * wake_free_cap : 64;
-		int *grown = realloc(wake_free, (size_t)cap * sizeof(*grown));
-
-		if (grown) {
-			wake_free = grown;
-			wake_free_cap = cap;
-		}
-	}
-	if (wake_nfree < wake_free_cap) {
-		wake_free[wake_nfree++] = w->fd;
-		w->fd = -1;
-	}
-	pthread_mutex_unlock(&wake_free_lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* No memory to keep it: the fd stays open, unused, as the file
-	 * comment says; a write that read its slot or a stream's sleeper a
-	 * moment ago must never reach a reused number. */
+	/* seq_cst, after the slot's store: a writer that counted itself
+	 * later finds the slot empty (and the thread asleep in no stream) */
+	while (atomic_load(&wake_writers))
+		sched_yield();
+	xs_real.close(w->fd);
 	w->fd = -1;
 }
 
@@ -136,34 +120,24 @@ static void wake_key_init(void)
 	wake_key_ok = pthread_key_create(&wake_key, wake_thread_exit) == 0;
 }
 
-/* This thread's eventfd, made (or taken from the free list) on its first
- * wait. Return: the fd, or -1 (none to be had: logged once). */
+/* This thread's eventfd, made on its first wait. Return: the fd, or -1
+ * (none to be had: logged once). */
 static int wake_fd(struct waker *w)
 {
-	sigset_t all, old;
-	int fd = -1;
+	int fd;
 
 	if (w->fd >= 0)
 		return w->fd;
 	pthread_once(&wake_key_once, wake_key_init);
 	if (!wake_key_ok)
 		return -1;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&wake_free_lock);
-	if (wake_nfree)
-		fd = wake_free[--wake_nfree];
-	pthread_mutex_unlock(&wake_free_lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (fd < 0) {
-		fd = xs_fd_high(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-		if (fd < 0) {
-			xs_log_once(XS_LOG_WARN, "wake",
-				    "eventfd: %s: a shutdown() by another "
-				    "thread may wake a waiter 100 ms late",
-				    strerror(errno));
-			return -1;
-		}
+		xs_log_once(XS_LOG_WARN, "wake",
+			    "eventfd: %s: a shutdown() by another thread may "
+			    "wake a waiter 100 ms late",
+			    strerror(errno));
+		return -1;
 	}
 	w->fd = fd;
 	pthread_setspecific(wake_key, w); /* for wake_thread_exit() */
@@ -265,6 +239,16 @@ void xs_wake_nested(void)
 	atomic_store(&wake_nested, true);
 }
 
+void xs_wake_write_begin(void)
+{
+	atomic_fetch_add(&wake_writers, 1);
+}
+
+void xs_wake_write_end(void)
+{
+	atomic_fetch_sub(&wake_writers, 1);
+}
+
 int xs_wake_hold(void)
 {
 	struct waker *w = &wake_self;
@@ -293,13 +277,14 @@ void xs_wake_all(void)
 
 	/* the news that the caller stored before it (see xs_wake_enter()) */
 	atomic_thread_fence(memory_order_seq_cst);
+	xs_wake_write_begin();
 	high = atomic_load(&wake_high);
-
 	for (i = 0; i < high; i++) {
 		v = atomic_load(&wake_slot[i]);
 		if (v)
 			(void)!eventfd_write(v - 1, 1);
 	}
+	xs_wake_write_end();
 	errno = err;
 }
 
@@ -313,10 +298,7 @@ void xs_wake_fork_child(void)
 		atomic_store(&wake_slot[i], 0);
 	atomic_store(&wake_high, 0);
 	atomic_store(&wake_inside, wake_self.depth > 0 ? 1 : 0);
-	for (i = 0; i < wake_nfree; i++)
-		xs_real.close(wake_free[i]);
-	wake_nfree = 0;
-	pthread_mutex_init(&wake_free_lock, NULL);
+	atomic_store(&wake_writers, 0); /* the parent's threads' writes */
 	if (wake_self.fd >= 0)
 		xs_real.close(wake_self.fd);
 	wake_self.fd = -1;

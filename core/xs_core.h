@@ -1191,8 +1191,8 @@ int xs_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 /* xs_poll_fd_closed() - forget the epoll emulation state of @fd, an fd
  * being closed (any kind; most have none). Context: close(2)'s wrapper,
  * before the kernel's close; takes ep_table_lock for an epoll fd with
- * xsock members. xs_epoll_created() - @fd (<0: none) is a new epoll fd,
- * inside no wait yet; from epoll_create's wrappers. Lock-free. */
+ * xsock members. xs_epoll_created() - @fd (<0: none, at init) is a new
+ * epoll fd, inside no wait yet; from epoll_create's wrappers. */
 void xs_poll_fd_closed(int fd);
 void xs_epoll_created(int fd);
 

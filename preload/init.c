@@ -109,7 +109,8 @@ static void init_run(void)
 	 * inherit it locked by a thread that does not exist there. */
 	pthread_atfork(xs_core_atfork_prepare, xs_core_atfork_parent,
 		       xs_core_atfork_child);
-	atexit(xs_pub_exit); /* runs last: the file goes with the process */
+	xs_epoll_created(-1); /* its table, before any wait may need it */
+	atexit(xs_pub_exit);  /* runs last: the file goes with the process */
 	if (init_cfg.stats != XS_STATS_OFF)
 		atexit(xs_stats_dump);
 	atexit(xs_core_exit);  /* runs before the dump: its bytes count */
