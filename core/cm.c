@@ -81,10 +81,11 @@ static void cm_event(const struct rdma_cm_event *ev)
 		 * at the mark (stream_sleep()), so one sees the other */
 		s = atomic_load(&c->cm_stream);
 		if (s)
-			xs_stream_cm_wake(s);
+			xs_stream_cm_wake(s); /* the news bumped too */
+		else
+			xs_stream_news_bump();
 	}
 	pthread_mutex_unlock(&cm_event_lock);
-	xs_stream_news_bump();
 }
 
 static void *cm_main(void *arg)

@@ -80,26 +80,25 @@ XS_EXPORT int pselect(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 	return xs_pselect(nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
-XS_EXPORT int epoll_create(int size)
+/* A new epoll fd @fd (or -1) recorded (xs_epoll_created()); errno kept. */
+static int poll_epoll_created(int fd)
 {
-	int fd;
-
-	if (!xs_enter())
-		return XS_CALL(epoll_create, size);
-	fd = XS_CALL(epoll_create, size);
 	XS_SAVE_ERRNO(xs_epoll_created(fd));
 	return fd;
 }
 
+XS_EXPORT int epoll_create(int size)
+{
+	if (!xs_enter())
+		return XS_CALL(epoll_create, size);
+	return poll_epoll_created(XS_CALL(epoll_create, size));
+}
+
 XS_EXPORT int epoll_create1(int flags)
 {
-	int fd;
-
 	if (!xs_enter())
 		return XS_CALL(epoll_create1, flags);
-	fd = XS_CALL(epoll_create1, flags);
-	XS_SAVE_ERRNO(xs_epoll_created(fd));
-	return fd;
+	return poll_epoll_created(XS_CALL(epoll_create1, flags));
 }
 
 XS_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
