@@ -585,14 +585,17 @@ static int conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int64_t deadline)
 		goto out;
 	if (ev->event == RDMA_CM_EVENT_REJECTED &&
 	    xs_wire_reject_is_xsock(ev->param.conn.private_data,
-				    ev->param.conn.private_data_len))
+				    ev->param.conn.private_data_len)) {
 		rc = 0;
-	else if (ev->event == RDMA_CM_EVENT_REJECTED)
+	} else if (ev->event == RDMA_CM_EVENT_REJECTED) {
+		/* ev->status: the CM's reason (8: no listener there) */
+		xs_dbg("conn", "probe rejected, reason %d", ev->status);
 		rc = -ECONNREFUSED;
-	else
+	} else {
 		rc = ev->event == RDMA_CM_EVENT_ESTABLISHED
 			     ? -EPROTO
 			     : conn_event_errno(ev->event);
+	}
 	rdma_ack_cm_event(ev);
 out:
 	xs_conn_destroy(c);

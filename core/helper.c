@@ -254,6 +254,9 @@ static void helper_probe_run(struct xs_job *job)
 		timeout_ms -= (int)((xs_now_us() - t0) / 1000u);
 		fresh = rc && rc != -ECONNREFUSED && rc != -EPROTO &&
 			timeout_ms > 0;
+		xs_dbg("helper", "probe on a kept route: %s%s",
+		       rc ? strerror(-rc) : "xsock",
+		       fresh ? ", again on a fresh one" : "");
 	}
 	if (fresh)
 		rc = xs_conn_probe(dst, p->req.tcp_port, timeout_ms);

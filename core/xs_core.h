@@ -441,7 +441,8 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
  * @backlog: as given to listen()
  *
  * The kernel TCP listener always exists, so peers without xsock connect.
- *
+ * Context: blocks 50 ms on a port outside the ephemeral range (the probe
+ * listener's lead, core/sock_connect.c), with no lock held.
  * Return: 0, or the negative errno of listen(2).
  */
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog);

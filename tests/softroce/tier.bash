@@ -108,12 +108,14 @@ retry_for()
 # listens on $port: an rdma_cm id in state LISTEN, or a TCP socket (the
 # exchange channel of ibv_rc_pingpong).  A client that comes too early is
 # not always refused cleanly (ib_send_lat can crash in librdmacm, or wedge
-# the server), so the client starts only then.
+# the server), so the client starts only then.  An xsock server's rdma_cm
+# listener (its helper's, comm xsock-cm) is up a moment before its kernel
+# listener (listen() settles: core/sock_connect.c): for one, both.
 server_ready()
 {
 	local probe
 	case "$2" in
-	rdma) probe="rdma res show cm_id | grep -qE 'state LISTEN .*:$port( |\$)'" ;;
+	rdma) probe="l=\$(rdma res show cm_id | grep -E 'state LISTEN .*:$port( |\$)') && { [[ \$l != *'comm xsock-cm'* ]] || ss -Hltn 'sport = :$port' | grep -q LISTEN; }" ;;
 	tcp) probe="ss -Hltn 'sport = :$port' | grep -q LISTEN" ;;
 	esac
 	if ! "$XS_REMOTE" --timeout 30 bash -c "until $probe; do sleep 0.1; done"; then
