@@ -114,7 +114,11 @@ XT_TEST(racing_writers_never_yield_a_note_not_written)
 		n = xs_stream_notes(&pos, got, 256);
 		XT_ASSERT(pos >= from);
 		if (n < 0) {
+			/* lapped, or a writer preempted between its number
+			 * and its slot, which fails every read past it till
+			 * it runs again: let it (a loaded host) */
 			lost++;
+			sched_yield();
 			continue;
 		}
 		XT_ASSERT_EQ((unsigned long)n, pos - from);
