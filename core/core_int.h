@@ -568,8 +568,8 @@ int xs_helper_probe(const struct sockaddr *dst, uint16_t tcp_port,
 		    int timeout_ms);
 
 /* The helper answers probes on @local from now on, while the kernel
- * listener of inode @ino exists. Return: 0 (also when it did already),
- * or a negative errno of xs_listener_create(). */
+ * listener of inode @ino exists. Return: 0, 1 when it did already, or a
+ * negative errno of xs_listener_create(). */
 int xs_helper_listen(const struct sockaddr *local, int afonly, uint64_t ino);
 
 /* ... and no more. */

@@ -289,7 +289,7 @@ static int helper_listen(const struct helper_req *req)
 				h->ino = req->ino;
 				h->next_us = xs_now_us() + HELPER_ALIVE_US;
 			}
-			return 0;
+			return 1;
 		}
 		if (!helper_listeners[i].addr.ss_family &&
 		    slot == HELPER_LISTENERS)

@@ -873,9 +873,11 @@ static uint16_t sock_addr_port(const struct sockaddr *sa)
 /*
  * Probes of @local answered by the helper from now on (core/helper.c):
  * clients learn that xsock listens on the port (core/neg.c); connections
- * themselves come over the kernel listener. Return: 0, or a negative
- * errno (-EADDRINUSE or, for a wildcard address, -EADDRNOTAVAIL: a
- * listener of another process family has the port).
+ * themselves come over the kernel listener. Return: 0, 1 when they were
+ * answered already (another socket of the family, or this one before it
+ * listened again), or a negative errno (-EADDRINUSE or, for a wildcard
+ * address, -EADDRNOTAVAIL: a listener of another process family has the
+ * port).
  */
 static int sock_probe_listener(struct xs_sock *s, int fd,
 			       struct sockaddr *local, int afonly)
@@ -886,7 +888,7 @@ static int sock_probe_listener(struct xs_sock *s, int fd,
 	xs_handoff_init(); /* shared with workers, whatever user they become */
 	rc = xs_helper_listen(local, afonly,
 			      fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0);
-	if (rc == 0) {
+	if (rc >= 0) {
 		pthread_mutex_lock(&s->lock);
 		memset(&s->probe_addr, 0, sizeof(s->probe_addr));
 		memcpy(&s->probe_addr, local,
@@ -922,7 +924,7 @@ static void sock_listen_retry(struct xs_sock *s, int fd)
 	xs_sock_addr_unmap(&local);
 	if (sock_probe_listener(s, fd, (struct sockaddr *)&local,
 				local.ss_family == AF_INET6 &&
-					sock_v6only(fd)) == 0)
+					sock_v6only(fd)) >= 0)
 		xs_dbg("sock", "fd %d: probes answered here now", fd);
 }
 
@@ -963,16 +965,18 @@ static bool sock_port_ephemeral(uint16_t port)
 /*
  * SOCK_LISTEN_SETTLE_MS: how long listen() of a socket bound to a port a
  * client may know already (any port outside the ephemeral range) waits
- * between the start of its probe listener and the kernel's listen(). A
+ * between the start of its probe listener and the kernel's listen(), when
+ * probes were not answered there already. A
  * client whose probe came just before the probe listener was up was told
  * "no xsock there"; its kernel connect, a moment later, is then refused
  * (the client tries again, and finds both) rather than accepted over
  * kernel TCP, with "no xsock" remembered for XSOCK_RDMA_RETRY_MS (a
  * restarted server's clients). It covers a client's time from a rejected
  * probe to its SYN: connect() to a port nobody listens on, rejected probe
- * and refused SYN together, took 5.1 ms at the median and 17.5 ms at the
- * 99th percentile of 200 (Soft-RoCE guest under emulation, one topology);
- * on RDMA hardware it is well under a millisecond.
+ * and refused SYN together, took 4.4-6.0 ms at the median and 17-44 ms at
+ * the 99th percentile of 200, in three runs (Soft-RoCE guest under
+ * emulation, one topology); on RDMA hardware it is well under a
+ * millisecond.
  */
 #define SOCK_LISTEN_SETTLE_MS 50
 
@@ -986,10 +990,10 @@ static void sock_listen_settle(void)
 
 int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 {
-	struct sockaddr_storage local;
+	struct sockaddr_storage local, probe;
 	socklen_t len = sizeof(local);
 	int reason, rc, afonly;
-	bool bound;
+	bool bound, created = false;
 
 	if (xs_sock_connecting(s) || xs_sock_kind(s) == XS_KIND_RDMA)
 		return -EINVAL; /* inet_listen() of a connecting or connected
@@ -1019,7 +1023,8 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 		xs_sock_addr_unmap(&local);
 		rc = sock_probe_listener(s, fd, (struct sockaddr *)&local,
 					 afonly);
-		if (rc == 0 && bound &&
+		created = rc == 0;
+		if (created && bound &&
 		    !sock_port_ephemeral(
 			    sock_addr_port((struct sockaddr *)&local)))
 			sock_listen_settle();
@@ -1027,7 +1032,7 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 			/* another process family's helper answers probes
 			 * (SO_REUSEPORT); ours tries again on accept */
 			xs_info("sock", "fd %d: probes answered elsewhere", fd);
-		} else if (rc) {
+		} else if (rc < 0) {
 			reason = rc == -ENODEV ? XS_FB_NO_DEVICE
 					       : XS_FB_RESOURCE;
 			xs_info("sock", "fd %d: no rdma listener (%s)", fd,
@@ -1036,10 +1041,14 @@ int xs_sock_listen(struct xs_sock *s, int fd, int backlog)
 	}
 	if (bound && xs_real.listen(fd, backlog) < 0) {
 		rc = -errno;
-		if (s->probe_addr.ss_family) {
-			xs_helper_unlisten((struct sockaddr *)&s->probe_addr);
-			s->probe_addr.ss_family = 0;
-		}
+		pthread_mutex_lock(&s->lock);
+		probe = s->probe_addr;
+		s->probe_addr.ss_family = 0;
+		pthread_mutex_unlock(&s->lock);
+		/* the probe listener goes if this call made it; one that
+		 * answered already speaks for another socket of the family */
+		if (probe.ss_family && created)
+			xs_helper_unlisten((struct sockaddr *)&probe);
 		return rc;
 	}
 	pthread_mutex_lock(&s->lock);
