@@ -829,7 +829,7 @@ blast_ended()
 		kernel=$output
 		[[ "$kernel" == $'connect: EINPROGRESS\nwritable: yes\nSO_ERROR: 0\nconnect again: 0\necho: ok\nidle: quiet' ]]
 		run --separate-stderr timeout 30 env $(xsenv "nb$how") "$XSNET" nbconnect "$XS_ADDR_A" "$port" "$how"
-		echo "$how: $output"
+		echo "$how: $output $stderr"
 		[[ "$output" == "$kernel" ]]
 		cat "$XS_RUN_DIR/nb$how.stats"
 		# every process's block: one connection, over RDMA

@@ -632,6 +632,15 @@ static const char *errname(int e)
 	}
 }
 
+/* CLOCK_MONOTONIC, in ms */
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
 /* CPU time this process used so far, in ms */
 static long cpu_ms(void)
 {
@@ -672,8 +681,8 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 {
 	struct sockaddr_in sin = addr_of(ip, port);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), rc, err;
-	int ep = -1;
-	long cpu0;
+	int ep = -1, n;
+	long cpu0, t0;
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 };
 	struct timeval tv = { 10, 0 };
@@ -707,8 +716,15 @@ static int do_nbconnect(const char *ip, const char *port, const char *how)
 		ep = epoll_create1(0);
 		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 		memset(&ev, 0, sizeof(ev));
-		rc = epoll_wait(ep, &ev, 1, 10000) == 1 &&
-		     (ev.events & EPOLLOUT) && ev.data.u64 == 42;
+		t0 = now_ms();
+		n = epoll_wait(ep, &ev, 1, 10000);
+		rc = n == 1 && (ev.events & EPOLLOUT) && ev.data.u64 == 42;
+		if (!rc) /* what the wait said instead, on stderr */
+			fprintf(stderr,
+				"epoll_wait: %d (%s) events %#x data %llu "
+				"after %ld ms\n",
+				n, n < 0 ? errname(errno) : "-", ev.events,
+				(unsigned long long)ev.data.u64, now_ms() - t0);
 	} else if (!strcmp(how, "select")) {
 		FD_ZERO(&w);
 		FD_SET(fd, &w);
