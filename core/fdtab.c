@@ -246,6 +246,12 @@ int xs_fdtab_holder(struct xs_sock *s, int hint)
 	return fdtab_other_fd(s, -1);
 }
 
+bool xs_fdtab_held(struct xs_sock *s)
+{
+	return atomic_load_explicit(&s->refcnt, memory_order_acquire) > 1 &&
+	       fdtab_other_fd(s, -1) >= 0;
+}
+
 void xs_fdtab_restore(int fd, struct xs_sock *s)
 {
 	fdtab_slot *slot = fdtab_slot_of(fd);

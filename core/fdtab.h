@@ -100,6 +100,20 @@ struct xs_sock *xs_fdtab_remove(int fd);
 int xs_fdtab_holder(struct xs_sock *s, int hint);
 
 /**
+ * xs_fdtab_held() - whether a slot still holds @s after the caller removed
+ *                   one of its fds: the close of that fd is not its last
+ * @s: socket; the caller holds the reference its removed slot gave it
+ *
+ * A reference count above one does not tell: an operation holds one too
+ * (a negotiation's worker that has published its outcome and not yet let
+ * go, a waiter on another thread). Only a slot does.
+ * Context: any thread, lock-free; scans the chunks in use only when the
+ * count is above one.
+ * Return: true when some fd of this process still holds @s.
+ */
+bool xs_fdtab_held(struct xs_sock *s);
+
+/**
  * xs_fdtab_restore() - undo xs_fdtab_remove() after a failed close/dup2
  * @fd: fd number
  * @s:  what xs_fdtab_remove() returned; the reference moves back, or is

@@ -668,7 +668,7 @@ int xs_sock_let_go(struct xs_sock *s, int fd, bool ending)
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved) ||
 	    !xs_sock_mine(s) || !s->rdma_cookie ||
-	    (!ending && atomic_load(&s->refcnt) != 1)) /* not its last fd */
+	    (!ending && xs_fdtab_held(s))) /* not its last fd */
 		return 0;
 	pthread_mutex_lock(&move_own_lock);
 	held = move_held_locked(s->rdma_cookie);

@@ -59,6 +59,7 @@
 #include <linux/sockios.h>
 
 #include "core_int.h"
+#include "fdtab.h"
 #include "stats.h"
 #include "stream.h"
 
@@ -953,7 +954,7 @@ void xs_sock_closing(struct xs_sock *s, int fd)
 
 	if ((role != XS_NEG_SERVER && role != XS_NEG_CLIENT) ||
 	    xs_sock_kind(s) != XS_KIND_PENDING || xs_sock_connecting(s) ||
-	    atomic_load(&s->refcnt) != 1 || s->accept_gen != xs_fork_gen ||
+	    xs_fdtab_held(s) || s->accept_gen != xs_fork_gen ||
 	    s->accept_forks != xs_sock_forks() || atomic_load(&s->passed))
 		return;
 	fl = xs_real.fcntl(fd, F_GETFD);

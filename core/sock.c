@@ -815,8 +815,7 @@ void xs_sock_close_failed(struct xs_sock *s, int fd)
 	int err = errno;
 
 	if (xs_sock_kind(s) != XS_KIND_RDMA || atomic_load(&s->moved) ||
-	    !xs_sock_mine(s) || atomic_load(&s->refcnt) != 1 ||
-	    !xs_stream_failed(s->stream))
+	    !xs_sock_mine(s) || !xs_stream_failed(s->stream))
 		return;
 	(void)xs_real.setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
 	errno = err;

@@ -554,7 +554,7 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock);
 
 /**
  * xs_sock_closing() - the application closes @fd, the last fd of @s
- *                     (refcnt 1: the fd table's)
+ *                     (xs_fdtab_held(): no other fd holds it)
  *
  * A socket that no process claimed holds its peer's hello (accepted) or
  * reply (connected) unread, and the kernel answers a close with unread
@@ -699,7 +699,7 @@ int xs_sock_let_go(struct xs_sock *s, int fd, bool ending);
  *                          without a FIN, core/stream.c) reads ECONNRESET,
  *                          not an EOF that would hide the loss
  * @s:  socket; caller holds a reference
- * @fd: its fd, not closed yet
+ * @fd: its last fd (no other holds @s: xs_fdtab_held()), not closed yet
  * Context: close(2), the application's thread; errno as it was.
  */
 void xs_sock_close_failed(struct xs_sock *s, int fd);

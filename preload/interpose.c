@@ -140,7 +140,7 @@ int xs_io_close(int fd)
 	s = xs_fdtab_remove(fd);
 	if (s && xs_sock_negotiable(s))
 		xs_sock_closing(s, fd); /* a FIN, not an RST, goes out */
-	else if (s && xs_sock_kind(s) == XS_KIND_RDMA) {
+	else if (s && xs_sock_kind(s) == XS_KIND_RDMA && !xs_fdtab_held(s)) {
 		(void)xs_sock_let_go(s, fd, false); /* a child may hold it */
 		xs_sock_close_failed(s, fd);	    /* bytes lost: an RST */
 	}

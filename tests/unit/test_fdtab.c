@@ -1,7 +1,8 @@
 /*
  * tests/unit/test_fdtab.c - the fd table: lookup, insert over stale
  * entries, remove-before-close, ranges across chunks, refcounts shared by
- * duplicates, type-stable recycling, and concurrent use.
+ * duplicates, whether a closed fd was its socket's last, type-stable
+ * recycling, and concurrent use.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +104,29 @@ XT_TEST(duplicates_share_one_socket)
 	XT_ASSERT(xs_fdtab_get(7) == s); /* the duplicate still works */
 	xs_sock_put(s);
 	xs_sock_put(xs_fdtab_remove(7));
+	XT_ASSERT_EQ(refs(s), 0);
+}
+
+XT_TEST(held_is_the_slots_answer_not_the_counts)
+{
+	struct xs_sock *s, *r;
+
+	setup(10000);
+	s = new_sock();
+	XT_ASSERT_EQ(xs_fdtab_insert(3, s), 0);
+	xs_sock_get(s); /* dup() to an fd in the third chunk */
+	XT_ASSERT_EQ(xs_fdtab_insert(9000, s), 0);
+	r = xs_fdtab_remove(3); /* close(3): fd 9000 still holds it */
+	XT_ASSERT(r == s);
+	XT_ASSERT(xs_fdtab_held(s));
+	xs_sock_put(r);
+	r = xs_fdtab_remove(9000); /* its last fd */
+	XT_ASSERT(!xs_fdtab_held(s));
+	xs_sock_get(s); /* an operation's reference: no fd's */
+	XT_ASSERT_EQ(refs(s), 2);
+	XT_ASSERT(!xs_fdtab_held(s));
+	xs_sock_put(s);
+	xs_sock_put(r);
 	XT_ASSERT_EQ(refs(s), 0);
 }
 
