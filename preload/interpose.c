@@ -129,6 +129,23 @@ XS_EXPORT int close(int fd)
 	return xs_io_close(fd);
 }
 
+/*
+ * @fd, whose slot was just cleared, is about to close (close, close_range,
+ * dup2 onto it): where it is the last fd of @s here, what the close of a
+ * socket owes first, while the kernel fd is still open.
+ */
+static void close_last(struct xs_sock *s, int fd)
+{
+	if (!s || xs_fdtab_held(s))
+		return;
+	if (xs_sock_negotiable(s)) {
+		xs_sock_closing(s, fd); /* a FIN, not an RST, goes out */
+	} else if (xs_sock_kind(s) == XS_KIND_RDMA) {
+		(void)xs_sock_let_go(s, fd, false); /* a child may hold it */
+		xs_sock_close_failed(s, fd);	    /* bytes lost: an RST */
+	}
+}
+
 int xs_io_close(int fd)
 {
 	struct xs_sock *s;
@@ -138,17 +155,21 @@ int xs_io_close(int fd)
 		return XS_CALL(close, fd);
 	/* Remove before close: a reused fd number never sees this entry. */
 	s = xs_fdtab_remove(fd);
-	if (s && xs_sock_negotiable(s))
-		xs_sock_closing(s, fd); /* a FIN, not an RST, goes out */
-	else if (s && xs_sock_kind(s) == XS_KIND_RDMA && !xs_fdtab_held(s)) {
-		(void)xs_sock_let_go(s, fd, false); /* a child may hold it */
-		xs_sock_close_failed(s, fd);	    /* bytes lost: an RST */
-	}
+	close_last(s, fd);
 	xs_log_fd_closed(fd);
 	xs_poll_fd_closed(fd);
 	rc = XS_CALL(close, fd);
 	XS_SAVE_ERRNO(xs_sock_put(s));
 	return rc;
+}
+
+static int close_removed_cmp(const void *a, const void *b)
+{
+	const struct xs_fdtab_removed *x = a, *y = b;
+
+	if (x->s != y->s)
+		return (uintptr_t)x->s < (uintptr_t)y->s ? -1 : 1;
+	return (x->fd > y->fd) - (x->fd < y->fd);
 }
 
 XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -163,6 +184,12 @@ XS_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		return xs_no_symbol();
 	/* Remove before close; a failed call closed nothing: put them back. */
 	n = xs_fdtab_remove_range(first, last, &removed);
+	/* each socket's last fd in the range, once: by socket, then fd */
+	if (removed && n > 1)
+		qsort(removed, n, sizeof(*removed), close_removed_cmp);
+	for (i = 0; removed && i < n; i++)
+		if (i + 1 == n || removed[i + 1].s != removed[i].s)
+			close_last(removed[i].s, removed[i].fd);
 	rc = XS_CALL(close_range, first, last, flags);
 	XS_SAVE_ERRNO({
 		for (i = 0; removed && i < n; i++) {
@@ -211,6 +238,11 @@ static int dup_onto(int fd, int newfd, int flags, bool dup3)
 	struct xs_sock *victim = xs_fdtab_remove(newfd);
 	int rc;
 
+	/* the kernel closes @newfd: its socket's last fd too, unless the
+	 * call fails at once (a bad @fd or flags: nothing is closed) */
+	if (victim && (!dup3 || !(flags & ~O_CLOEXEC)) &&
+	    xs_real.fcntl(fd, F_GETFD) >= 0)
+		close_last(victim, newfd);
 	rc = dup3 ? XS_CALL(dup3, fd, newfd, flags) : XS_CALL(dup2, fd, newfd);
 	if (rc < 0) {
 		XS_SAVE_ERRNO(xs_fdtab_restore(newfd, victim); xs_sock_put(s));

@@ -640,17 +640,17 @@ after_client()
 	[[ $(stat bcli rdma) == 1 ]]
 }
 
-@test "models: a child forked before the first I/O uses the connection and ends (_exit, close, exit); the parent goes on with it: every byte, as over kernel TCP" {
+@test "models: a child forked before the first I/O uses the connection and ends (_exit, close, exit, close_range, dup2 onto it); the parent goes on with it: every byte, as over kernel TCP" {
 	# The child negotiates RDMA, reads the first line of the answer and
 	# ends with the second unread. The parent still holds the socket, so
 	# the child's end moves the connection to kernel TCP, that line left
 	# for the parent, which reads it and goes on over kernel TCP.
 	local tool=tests/tools/lineserve.py end expect=""
-	for end in _exit close sys.exit; do
+	for end in _exit close sys.exit closerange dup2; do
 		expect+="$end: child 0, then 5005 b'+one', b'TWO\\n' 5005 b'+two'"$'\n'
 	done
 	expect=${expect%$'\n'}
-	srv lines python3 "$tool" serve "$XS_ADDR_A" "$port" 3
+	srv lines python3 "$tool" serve "$XS_ADDR_A" "$port" 5
 	server_ready lines rdma
 	run --separate-stderr timeout 120 env $(xsenv lcli) XSOCK_LOG="info:$XS_RUN_DIR/lcli.log" \
 		python3 "$tool" client "$XS_ADDR_A" "$port"
@@ -660,17 +660,17 @@ after_client()
 	((status == 0))
 	[[ "$output" == "$expect" ]]
 	wait_server lines
-	[[ $(grep -c '^conn [0-2]: lines=2$' "$XS_RUN_DIR/remote/lines.log") == 3 ]]
+	[[ $(grep -c '^conn [0-4]: lines=2$' "$XS_RUN_DIR/remote/lines.log") == 5 ]]
 	# each child carried its connection over RDMA and let it go
 	[[ $(grep -c 'let go while the parent process holds it: kernel TCP from here on (done), 5005 unread bytes left for it' \
-		"$XS_RUN_DIR/lcli.log") == 3 ]]
-	[[ $(grep -c 'came moved to kernel TCP, 5005 unread bytes from the process before' "$XS_RUN_DIR/lcli.log") == 3 ]]
+		"$XS_RUN_DIR/lcli.log") == 5 ]]
+	[[ $(grep -c 'came moved to kernel TCP, 5005 unread bytes from the process before' "$XS_RUN_DIR/lcli.log") == 5 ]]
 	# counters are written at exit(), so by the sys.exit() child alone:
 	# its connection over RDMA, one line out and two in
 	stats_blocks "$XS_RUN_DIR/lcli.stats" |
 		grep -q " rdma=1 tcp=0 undecided=0 connects=1 accepts=0 sent=4 received=5009$"
 	# the same client over kernel TCP prints the same
-	srv lines2 python3 "$tool" serve "$XS_ADDR_A" "$port" 3
+	srv lines2 python3 "$tool" serve "$XS_ADDR_A" "$port" 5
 	server_ready lines2 rdma
 	run --separate-stderr timeout 120 python3 "$tool" client "$XS_ADDR_A" "$port"
 	[[ "$output" == "$expect" ]]

@@ -9,7 +9,10 @@ then by the parent that forked it.
                                    "conn I: lines=L" at each EOF
   lineserve.py client HOST PORT    for each way a child ends (os._exit()
                                    with the socket open; close(), then
-                                   os._exit(); sys.exit()), one connection:
+                                   os._exit(); sys.exit(); close_range()
+                                   over the socket's fd, then os._exit();
+                                   dup2() of /dev/null onto it, then
+                                   os._exit()), one connection:
                                    a child forked before any I/O sends
                                    "one", reads only the first line of the
                                    answer and ends; the parent then reads
@@ -24,7 +27,7 @@ import os
 import socket
 import sys
 
-ENDS = ("_exit", "close", "sys.exit")
+ENDS = ("_exit", "close", "sys.exit", "closerange", "dup2")
 
 
 def recv_exact(s, n):
@@ -56,6 +59,10 @@ def child(s, end):
     ok = recv_exact(s, 4) == b"ONE\n"
     if end == "close":
         s.close()
+    if end == "closerange":  # close_range(2), as subprocess's close_fds
+        os.closerange(s.fileno(), s.fileno() + 1)
+    if end == "dup2":  # another file takes the socket's fd number
+        os.dup2(os.open(os.devnull, os.O_RDONLY), s.fileno())
     if end == "sys.exit":
         sys.exit(0 if ok else 1)
     os._exit(0 if ok else 1)
