@@ -717,22 +717,26 @@ void ep_settle(int epfd, struct ep_set *ep)
 	for (i = 0; i < ep->nr;) {
 		struct ep_member *m = ep->m[i];
 		struct xs_sock *s = ep_member_sock(m);
+		bool decided;
 
 		if (!s) {
 			ep_remove(ep, m, false);
 			ep->idle_valid = false;
 			continue;
 		}
+		/* one look: a connect that the parent process ran is taken
+		 * over by that look itself (sock_connect_elsewhere()) */
+		decided = m->connecting && !xs_sock_connecting(s);
 		/* a connect done, the transport still to negotiate: this
 		 * process waits on it, so it does its I/O */
-		if (m->connecting && !xs_sock_connecting(s) &&
-		    xs_sock_negotiable(s) && xs_sock_claim(s, m->held_fd)) {
+		if (decided && xs_sock_negotiable(s) &&
+		    xs_sock_claim(s, m->held_fd)) {
 			ep->connecting = true; /* settled once decided */
 			xs_sock_put(s);
 			i++;
 			continue;
 		}
-		if (m->connecting && !xs_sock_connecting(s)) {
+		if (decided) {
 			ep->idle_valid = false;
 			ep_decided(epfd, ep, s, false); /* may move members */
 			xs_sock_put(s);
@@ -880,6 +884,10 @@ static int ep_ctl(int epfd, int op, int fd, struct xs_sock *s,
 		xs_sock_claim(s, fd); /* this process waits on it: its I/O */
 		xs_sock_take_over(s, fd);
 		conn = xs_sock_connecting(s);
+		/* a connect that the parent process ran, taken over by that
+		 * look, is still to negotiate: ours to claim */
+		if (!conn && xs_sock_negotiable(s))
+			conn = xs_sock_claim(s, fd);
 		if (!conn && !xs_sock_polled(s)) {
 			err = -EXDEV; /* decided for TCP: the kernel's */
 			break;

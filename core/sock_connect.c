@@ -237,9 +237,10 @@ int xs_sock_connect_evfd(struct xs_sock *s)
  * select, epoll) through a note of the socket and its thread's own
  * wake-up (core/wake.c), a blocked call the same way
  * (xs_sock_connect_wait()), and an epoll set inside another wait, which
- * only the kernel wakes, through the eventfd it made.
+ * only the kernel wakes, through the eventfd it made (@evfd; false for a
+ * connect that the parent process ran: its worker wrote it there).
  */
-static void sock_decided(struct xs_sock *s)
+static void sock_decided(struct xs_sock *s, bool evfd)
 {
 	int fd;
 
@@ -247,7 +248,7 @@ static void sock_decided(struct xs_sock *s)
 	atomic_store(&s->connecting, false);
 	xs_sock_note(s);
 	xs_stream_news_bump();
-	fd = atomic_load(&s->connect_evfd);
+	fd = evfd ? atomic_load(&s->connect_evfd) : -1;
 	if (fd >= 0)
 		(void)!eventfd_write(fd, 1);
 	xs_wake_all();
@@ -275,7 +276,7 @@ void xs_sock_neg_done(struct xs_sock *s, int reason)
 	if (reason == XS_FB_NONE &&
 	    !atomic_exchange(&s->connect_inherited, false))
 		atomic_store(&s->connect_unseen, false);
-	sock_decided(s);
+	sock_decided(s, true);
 }
 
 /*
@@ -605,7 +606,7 @@ static void sock_connect_run(struct sock_connecting *a)
 	    xs_sock_kind(s) == XS_KIND_TCP)
 		xs_handoff_put(a->fd, XS_HANDOFF_STRIP, atomic_load(&s->strip));
 	xs_real.close(a->fd);
-	sock_decided(s);
+	sock_decided(s, true);
 	xs_sock_put(s);
 	free(a);
 }
@@ -698,8 +699,11 @@ static bool sock_connect_elsewhere(struct xs_sock *s)
 		/* the application's connect() again then answers 0 once */
 		atomic_store(&s->connect_unseen, true);
 		atomic_store(&s->connect_inherited, true);
-		atomic_store_explicit(&s->connecting, false,
-				      memory_order_release);
+		/* Decided here, maybe inside a wait's own look (this is
+		 * called from the looks): every wait looks again, as after
+		 * our own worker's outcome. Not the eventfd: the parent's
+		 * worker wrote it, and it is the parent's too. */
+		sock_decided(s, false);
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
