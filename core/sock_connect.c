@@ -433,10 +433,14 @@ int xs_sock_send_wait(struct xs_sock *s, bool nonblock)
  * claimed (xs_sock_negotiable()) from now on; else its caller negotiates
  * at once, and nothing may see it negotiable meanwhile (a poll would
  * call it writable, and the send that follows would find the
- * negotiation under way: EAGAIN). Return: 0, or the errno the hello's
- * send met (the connection then goes on as TCP, whose calls report it).
+ * negotiation under way: EAGAIN). @forks: xs_sock_forks() when the
+ * connect began; a child forked since then may hold the socket, and a
+ * close here must leave it to that child (xs_sock_closing()). Return: 0,
+ * or the errno the hello's send met (the connection then goes on as
+ * TCP, whose calls report it).
  */
-static int sock_connected_hello(struct xs_sock *s, int fd, bool negotiable)
+static int sock_connected_hello(struct xs_sock *s, int fd, bool negotiable,
+				unsigned int forks)
 {
 	int rc = xs_neg_send_hello(fd);
 
@@ -449,7 +453,7 @@ static int sock_connected_hello(struct xs_sock *s, int fd, bool negotiable)
 		xs_handoff_put(fd, XS_NEG_CLIENT, 0);
 		xs_self_add(s, fd); /* its server may be this process */
 		s->accept_gen = xs_fork_gen; /* see xs_sock_closing() */
-		s->accept_forks = xs_sock_forks();
+		s->accept_forks = forks;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -577,7 +581,8 @@ static void sock_connect_run(struct sock_connecting *a)
 		 * Unless the process forked meanwhile: the child may be the
 		 * one that uses it, so the first process that does I/O claims
 		 * it (its record, XS_NEG_CLIENT, is in the handoff table). */
-		if (!err && sock_connected_hello(s, a->fd, false) == 0) {
+		if (!err &&
+		    sock_connected_hello(s, a->fd, false, a->forks) == 0) {
 			if (sock_connect_shared(a)) {
 				atomic_store(&s->neg, XS_NEG_CLIENT);
 				negotiable = true;
@@ -827,7 +832,8 @@ int xs_sock_connect(struct xs_sock *s, int fd, const struct sockaddr *addr,
 			rc = xs_real.connect(fd, addr, len) < 0 ? -errno : 0;
 			sock_pub_kernel_addrs(s, fd, NULL, 0);
 			if (rc == 0) {
-				(void)sock_connected_hello(s, fd, true);
+				(void)sock_connected_hello(s, fd, true,
+							   xs_sock_forks());
 				return 0;
 			}
 			/* an interrupted blocking connect goes on in the

@@ -677,6 +677,31 @@ after_client()
 	wait_server lines2
 }
 
+@test "models: a process forks while its non-blocking connect runs and closes its copy once the connect is done: the child, which waited, carries the connection over RDMA, as its own" {
+	# The parent's close comes after the connect's hello and before the
+	# child's first look: a child forked since the connect began may hold
+	# the socket, so the close leaves the negotiation to it
+	local want=$'writable True, answer b\'ONE\\n\' 5005\nchild 0'
+	srv fcsrv python3 tests/tools/lineserve.py serve "$XS_ADDR_A" "$port" 1
+	server_ready fcsrv rdma
+	rm -f "$XS_RUN_DIR/fccli.stats"
+	run --separate-stderr timeout 60 env $(xsenv fccli) python3 tests/tools/forkclose.py "$XS_ADDR_A" "$port"
+	echo "$output $stderr"
+	[[ "$output" == "$want" ]]
+	wait_server fcsrv
+	grep -qx 'conn 0: lines=1' "$XS_RUN_DIR/remote/fcsrv.log"
+	stats_blocks "$XS_RUN_DIR/fccli.stats"
+	# the child's block: its connection over RDMA, nothing over TCP
+	stats_blocks "$XS_RUN_DIR/fccli.stats" | grep -q " rdma=1 tcp=0 undecided=0 connects=1 "
+	! stats_blocks "$XS_RUN_DIR/fccli.stats" | grep -q " tcp=[1-9]"
+	# the same client over kernel TCP prints the same
+	srv fcsrv2 python3 tests/tools/lineserve.py serve "$XS_ADDR_A" "$port" 1
+	server_ready fcsrv2 rdma
+	run --separate-stderr timeout 60 python3 tests/tools/forkclose.py "$XS_ADDR_A" "$port"
+	[[ "$output" == "$want" ]]
+	wait_server fcsrv2
+}
+
 # blocks_of STATS PROG - the blocks of that program's processes.
 blocks_of() { stats_blocks "$XS_RUN_DIR/$1" | grep " prog=$2 "; }
 
