@@ -541,8 +541,8 @@ void xs_handoff_drop(int fd);
 bool xs_handoff_take_cookie(uint64_t cookie, unsigned int *state,
 			    unsigned int *strip);
 
-/* xs_handoff_take_cookie() for socket @fd; without a table (none was
- * there at the first look of this process) no system call. */
+/* xs_handoff_take_cookie() for socket @fd; without a table, one open(2)
+ * that fails (handoff_map()) and no other system call. */
 bool xs_handoff_take(int fd, unsigned int *state, unsigned int *strip);
 
 /* A probe came from @client, whose TCP socket has port @cport, to

@@ -73,9 +73,16 @@ struct handoff_slot {
 static struct handoff_slot *handoff_table; /* mapped once per euid */
 static uid_t handoff_uid;		   /* whose table it is */
 static pthread_mutex_t handoff_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool handoff_tried;
 
-/* The shared table, mapped on first use (@create: make it if absent). */
+/*
+ * The shared table, mapped on first use (@create: make it if absent).
+ * Where it is absent, a look (!@create) maps nothing and tries again the
+ * next time: another process of this user may make it at any moment, and
+ * a child forked before then (a pre-forked worker that gets sockets with
+ * SCM_RIGHTS) must find the records written there. That costs one failed
+ * open(2) a look, only until some xsock process of this user makes it
+ * (every listener's and client's does), for as long as /dev/shm keeps it.
+ */
 static struct handoff_slot *handoff_map(bool create)
 {
 	size_t bytes = HANDOFF_SLOTS * sizeof(struct handoff_slot);
@@ -92,7 +99,7 @@ static struct handoff_slot *handoff_map(bool create)
 	 * there. The old mapping stays: a thread may still use it. */
 	if (t && create && geteuid() != handoff_uid)
 		t = NULL;
-	else if (t || (handoff_tried && !create))
+	else if (t)
 		return t;
 	pthread_mutex_lock(&handoff_lock);
 	if (handoff_table && (!create || geteuid() == handoff_uid))
@@ -102,8 +109,6 @@ static struct handoff_slot *handoff_map(bool create)
 	fd = open(path,
 		  O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0),
 		  0600);
-	if (!create)
-		handoff_tried = true;
 	if (fd < 0)
 		goto out;
 	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() ||

@@ -527,7 +527,7 @@ bool xs_sock_same(int a, int b);
 
 /**
  * xs_handoff_any() - whether this user's processes recorded any socket
- *                    for adoption (one open(2) at most, then no call)
+ *                    for adoption (one open(2) until the table is mapped)
  */
 bool xs_handoff_any(void);
 

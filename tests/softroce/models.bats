@@ -401,6 +401,43 @@ print(len(got), hashlib.sha256(got).hexdigest(), got[:16])')
 	[[ "$b" == *" rdma=2 tcp=0 "* && "$b" == *" received=$((2 * SIZE))" ]]
 }
 
+@test "models: SCM_RIGHTS to a worker forked before its user's first xsock process made the handoff table" {
+	# After a boot, a user's first xsock process finds no handoff table
+	# (/dev/shm/xsock-handoff-UID) at its start, and forks its worker
+	# before its listener makes the table: the worker must still find
+	# the record of each socket it gets, or it reads our control
+	# messages as data. A user none of whose processes ran since boot.
+	local uid dir pids=() b
+	for uid in $(shuf -i 40000-59999 -n 20); do
+		"$XS_REMOTE" test ! -e "/dev/shm/xsock-handoff-$uid" && break
+	done
+	"$XS_REMOTE" test ! -e "/dev/shm/xsock-handoff-$uid"
+	# its counters: where that user may write
+	dir=$("$XS_REMOTE" mktemp -d)
+	"$XS_REMOTE" chmod 1777 "$dir"
+	remote_bg scmfirst setpriv --reuid="$uid" --regid="$uid" --clear-groups \
+		env LD_PRELOAD="$PWD/$LIB" XSOCK_STATS="$dir/scmfirst.stats" \
+		python3 "$MODELS" scm "$port" 2 "$SIZE"
+	server_ready scmfirst rdma
+	exchange cli1
+	pids+=("$io_pid")
+	client_over_rdma cli1
+	exchange cli2
+	pids+=("$io_pid")
+	client_over_rdma cli2
+	wait_server scmfirst
+	# the table that user's processes made (and nobody else's)
+	"$XS_REMOTE" bash -c "[[ \$(stat -c %u /dev/shm/xsock-handoff-$uid) == $uid ]]"
+	"$XS_REMOTE" rm "/dev/shm/xsock-handoff-$uid"
+	"$XS_REMOTE" cat "$dir/scmfirst.stats" >"$XS_RUN_DIR/scmfirst.stats"
+	"$XS_REMOTE" rm -r "$dir"
+	stats_blocks "$XS_RUN_DIR/scmfirst.stats"
+	[[ ${pids[0]} == "${pids[1]}" ]] # the one worker
+	b=$(block scmfirst.stats "${pids[0]}")
+	echo "$b"
+	[[ "$b" == *" rdma=2 tcp=0 "* && "$b" == *" received=$((2 * SIZE))" ]]
+}
+
 @test "models: SCM_RIGHTS of a live RDMA connection: it goes on over kernel TCP with its unread bytes" {
 	# The acceptor reads SIZE bytes over RDMA, answers, and passes the
 	# socket 0.5 s later to a worker forked before the connection was
