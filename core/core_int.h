@@ -557,6 +557,23 @@ bool xs_handoff_probed(int fd);
  * user). */
 void xs_handoff_init(void);
 
+/**
+ * xs_sock_move() - take over an RDMA connection that another process of
+ *                  this family owns: it moves to its kernel TCP
+ *                  connection (core/move.c)
+ * @s:  socket of kind XS_KIND_RDMA whose stream is not this process's
+ * @fd: its fd (shut down for sending when the owner's FIN had gone)
+ *
+ * Asks through the channel inherited from the owner at fork(), with
+ * write(2), poll(2) and read(2) only (a seccomp sandbox's calls).
+ * Context: blocks until the owner answers (at most about 15 s); one move
+ * at a time per process (move_lock); errno as it was.
+ * Return: 0 (then xs_sock_plain() or the prefix serves every call), or a
+ *         negative errno: the connection cannot be taken over (calls then
+ *         fail with ECONNRESET, as before).
+ */
+int xs_sock_move(struct xs_sock *s, int fd);
+
 /* Give a socket object made by xs_sock_adopt() its recorded state. */
 void xs_sock_adopted(struct xs_sock *s, int fd, unsigned int state,
 		     unsigned int strip);

@@ -740,6 +740,13 @@ static int neg_server_step(struct neg_job *j)
 		return NEG_CONTINUE;
 	}
 	j->hurry_until = 0;
+	/* the client decided TCP before we looked (its image runs without
+	 * xsock: xs_sock_exec_bare()): no reply, which it would read */
+	r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
+	if (r == 1)
+		return XS_FB_UNSUPPORTED;
+	if (r == -2)
+		return XS_NEG_PEER_GONE;
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
 		memset(&peer, 0, sizeof(peer));
 	/* see neg_client(): an ancestor's rdma-core state cannot serve; a
@@ -967,6 +974,61 @@ void xs_sock_closing(struct xs_sock *s, int fd)
 	(void)xs_sock_strip(s, fd, true);
 	if (role == XS_NEG_SERVER && s->neg_expect)
 		neg_close_await_hello(s, fd);
+	errno = err;
+}
+
+/*
+ * The head of @fd's stream, waited for @ms at most: the control message
+ * of @type (r == 1, taken, in @m), or what neg_peek() found at the end.
+ */
+static int neg_peek_wait(int fd, int type, struct xs_tcp_msg *m, int ms)
+{
+	uint64_t until = xs_now_us() + (uint64_t)ms * 1000u, now;
+	int r;
+
+	while ((r = neg_peek(fd, type, m)) == 0 && (now = xs_now_us()) < until)
+		neg_wait_io(fd, -1, (int)((until - now + 999u) / 1000u));
+	return r;
+}
+
+void xs_sock_exec_bare(struct xs_sock *s, int fd)
+{
+	struct xs_tcp_msg m, msg = { .type = XS_TCP_REPLY }; /* rdma 0 */
+	int role = atomic_load(&s->neg), err = errno, r;
+	unsigned int strip = 0;
+
+	if ((role != XS_NEG_SERVER && role != XS_NEG_CLIENT) ||
+	    xs_sock_kind(s) != XS_KIND_PENDING ||
+	    atomic_exchange(&s->connecting, true))
+		return;
+	s->neg_gen = xs_fork_gen;
+	if (role == XS_NEG_SERVER) {
+		/* the hello: certain after a probe, else a client whose probe
+		 * went elsewhere (another user's listener) sends it at once */
+		r = neg_peek_wait(fd, XS_TCP_HELLO, &m,
+				  s->neg_expect ? NEG_CLOSE_HELLO_MS
+						: NEG_HURRY_MS);
+		if (r == 1 && neg_send_msg(fd, &msg) < 0)
+			r = -2;
+		if (r == 0 && s->neg_expect)
+			xs_info("neg",
+				"fd %d: the hello came late: the "
+				"image without xsock reads it",
+				fd);
+	} else {
+		/* the reply of a server that looked; one that did not finds
+		 * our fallback behind the hello, and answers nothing */
+		r = neg_peek_wait(fd, XS_TCP_REPLY, &m, NEG_CLOSE_HELLO_MS);
+		if (r == 0 || (r == 1 && m.rdma)) {
+			msg.type = XS_TCP_FALLBACK;
+			(void)neg_send_msg(fd, &msg);
+		}
+		if (r == 0)
+			strip = 1u << XS_TCP_REPLY; /* for us, not that image */
+	}
+	atomic_store(&s->strip, strip);
+	xs_handoff_put(fd, XS_HANDOFF_STRIP, strip);
+	xs_sock_neg_done(s, r == -2 ? XS_NEG_PEER_GONE : XS_FB_UNSUPPORTED);
 	errno = err;
 }
 

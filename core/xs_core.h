@@ -576,6 +576,19 @@ static inline void xs_sock_passed(struct xs_sock *s)
 }
 
 /**
+ * xs_sock_exec_bare() - @s on @fd, unclaimed, goes to an image without
+ *                       xsock (an exec whose environment lost LD_PRELOAD),
+ *                       which would read our control messages as data
+ * Decides kernel TCP with the peer first: a server's side takes the hello
+ * (20 ms at most for it) and answers "rdma 0"; a client's side takes the
+ * reply (as long) or sends the fallback, which a server that had not
+ * looked finds behind the hello and answers nothing.
+ * Context: exec and posix_spawn wrappers, before the call; blocks 20 ms
+ * at most.
+ */
+void xs_sock_exec_bare(struct xs_sock *s, int fd);
+
+/**
  * xs_sock_strip() - remove control messages that may still lead the
  *                   stream of a TCP socket (s->strip) before a read
  * @s:        socket of kind TCP
@@ -654,23 +667,6 @@ ssize_t xs_sock_recv(struct xs_sock *s, int fd, const struct iovec *iov,
  */
 ssize_t xs_sock_sendfile(struct xs_sock *s, int fd, int in_fd, off_t *offset,
 			 size_t count);
-
-/**
- * xs_sock_move() - take over an RDMA connection that another process of
- *                  this family owns: it moves to its kernel TCP
- *                  connection (core/move.c)
- * @s:  socket of kind XS_KIND_RDMA whose stream is not this process's
- * @fd: its fd (shut down for sending when the owner's FIN had gone)
- *
- * Asks through the channel inherited from the owner at fork(), with
- * write(2), poll(2) and read(2) only (a seccomp sandbox's calls).
- * Context: blocks until the owner answers (at most about 15 s); one move
- * at a time per process (move_lock); errno as it was.
- * Return: 0 (then xs_sock_plain() or the prefix serves every call), or a
- *         negative errno: the connection cannot be taken over (calls then
- *         fail with ECONNRESET, as before).
- */
-int xs_sock_move(struct xs_sock *s, int fd);
 
 /**
  * xs_sock_let_go() - this process lets its RDMA socket @s go: the close of

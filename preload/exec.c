@@ -109,11 +109,31 @@ static void exec_drop_one(struct xs_handed *h)
 	xs_sock_hand_done(h, true);
 }
 
+/* Every inheritable unclaimed socket goes to kernel TCP with its peer,
+ * for an image without this library (xs_sock_exec_bare()). */
+static void exec_settle_bare(void)
+{
+	struct xs_sock *s;
+	int fd = -1, fl;
+
+	while ((fd = xs_fdtab_next(fd)) >= 0) {
+		if (!(s = xs_fdtab_get(fd)))
+			continue;
+		fl = xs_real.fcntl(fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC) && xs_sock_negotiable(s))
+			xs_sock_exec_bare(s, fd);
+		xs_sock_put(s);
+	}
+}
+
 /* Hand every inheritable RDMA socket to the image an exec makes. */
 static void exec_prepare(struct exec_handed *e, char *const envp[])
 {
-	unsigned int how = XS_HAND_EXEC | (exec_bare(envp) ? XS_HAND_BARE : 0);
+	bool bare = exec_bare(envp);
+	unsigned int how = XS_HAND_EXEC | (bare ? XS_HAND_BARE : 0);
 
+	if (bare)
+		exec_settle_bare();
 	exec_each(e, exec_hand_one, exec_drop_one, &how);
 }
 
@@ -330,6 +350,8 @@ static void spawn_prepare(struct spawn_lent *sl, char *const envp[])
 	sl->e.nr = 0;
 	if (!exec_bare(envp ? envp : environ))
 		exec_each(&sl->e, spawn_lend_one, spawn_drop_one, sl);
+	else
+		exec_settle_bare();
 }
 
 /* After posix_spawn() returned @rc (0: a child was made). */

@@ -148,6 +148,36 @@ wait_server()
 	block exec.stats "${pids[0]}" | grep -q "prog=python3"
 }
 
+@test "models: a program without xsock (exec or posix_spawn with an empty environment) gets a socket no process used: every byte as over kernel TCP, none of ours, no wait" {
+	# the server's side: an exec'd handler, then a spawned one; the
+	# client runs xsock and hears "rdma 0" at once, never timing out
+	local how
+	for how in exec spawnbare; do
+		port=$((port + 1))
+		if [[ $how == exec ]]; then
+			srv bare$how python3 "$MODELS" exec "$port" 1 "$SIZE" --bare
+		else
+			srv bare$how python3 "$MODELS" spawnbare "$port" 1 "$SIZE"
+		fi
+		server_ready "bare$how" rdma
+		exchange "bcli$how"
+		wait_server "bare$how"
+		cat "$XS_RUN_DIR/bcli$how.stats"
+		[[ $(stat "bcli$how" tcp) == 1 && $(stat "bcli$how" rdma) == 0 ]]
+		[[ $(stat "bcli$how" timeout) == 0 ]]
+	done
+	# the client's side: it connects, then execs a program without xsock
+	# that does the exchange; the server (a fork per connection) reads no
+	# reply of ours, whether it looked before the exec or after
+	port=$((port + 1))
+	srv barecli python3 "$MODELS" fork "$port" 1 "$SIZE"
+	server_ready barecli rdma
+	exchange bclicli --exec-bare
+	wait_server barecli
+	stats_blocks "$XS_RUN_DIR/barecli.stats"
+	[[ $(block barecli.stats "$io_pid") == *" rdma=0 tcp=1 "* ]]
+}
+
 @test "programs: sed inetd-style (socat EXEC nofork): its stdin and stdout (glibc stdio) carry the connection over RDMA, every line as over kernel TCP" {
 	command -v socat >/dev/null || { echo "socat not installed (tests/install-deps)"; false; }
 	# sed reads with getdelim() and writes with fwrite(), whose system

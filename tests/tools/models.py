@@ -7,13 +7,22 @@ the client sends SIZE bytes of one pattern and shuts down its side; the
 server reads to EOF, then answers with the SHA-256 of what it read, the
 pid of the process that did the I/O and SIZE bytes of another pattern.
 
-  models.py client HOST PORT SIZE [--fork]   one exchange (--fork: the
+  models.py client HOST PORT SIZE [--fork|--exec-bare]
+                                             one exchange (--fork: the
                                              child of a fork after
-                                             connect() does it); prints
+                                             connect() does it;
+                                             --exec-bare: an exec'd image
+                                             with an empty environment,
+                                             clientfd); prints
                                              "ok pid=N up=SHA down=SHA"
   models.py fork PORT N SIZE                 socketserver.ForkingTCPServer
-  models.py exec PORT N SIZE                 accept, fork, exec a handler
+  models.py exec PORT N SIZE [--bare]        accept, fork, exec a handler
                                              with the socket on fd 0 and 1
+                                             (--bare: in an empty
+                                             environment: without xsock)
+  models.py spawnbare PORT N SIZE            accept, posix_spawn(3) a
+                                             handler (servefd) in an empty
+                                             environment
   models.py inetd SIZE                       that handler (fd 0 and 1)
   models.py stdio SIZE                       the handler over stdin/stdout
                                              (for socat's EXEC)
@@ -162,10 +171,16 @@ def serve_sock(sock, size):
     return got
 
 
-def client(host, port, size, fork=False):
+def client(host, port, size, fork=False, bare=False, s=None):
     # blocking, as a client that forks after connect() is: a
     # non-blocking connect's process negotiates at once (an event loop's)
-    s = socket.create_connection((host, port))
+    if s is None:
+        s = socket.create_connection((host, port))
+    if bare:
+        # an image without xsock does the exchange, the socket unclaimed
+        os.set_inheritable(s.fileno(), True)
+        os.execve(sys.executable, [sys.executable, __file__, "clientfd",
+                                   str(s.fileno()), str(size)], {})
     if fork:
         pid = os.fork()
         if pid:
@@ -207,7 +222,9 @@ def main():
     cmd = sys.argv[1]
     a = sys.argv[2:]
     if cmd == "client":
-        client(a[0], int(a[1]), int(a[2]), "--fork" in a)
+        client(a[0], int(a[1]), int(a[2]), "--fork" in a, "--exec-bare" in a)
+    elif cmd == "clientfd":
+        client(None, None, int(a[1]), s=socket.socket(fileno=int(a[0])))
     elif cmd == "fork":
         port, n, size = int(a[0]), int(a[1]), int(a[2])
 
@@ -232,8 +249,9 @@ def main():
                 os.dup2(c.fileno(), 0)
                 os.dup2(c.fileno(), 1)
                 c.close()
-                os.execv(sys.executable,
-                         [sys.executable, __file__, "inetd", str(size)])
+                os.execve(sys.executable,
+                          [sys.executable, __file__, "inetd", str(size)],
+                          {} if "--bare" in a else os.environ)
             c.close()
         while True:
             try:
@@ -417,6 +435,20 @@ def main():
             pid = os.posix_spawn(sys.executable, [
                 sys.executable, __file__, "servefd", str(c.fileno()),
                 str(size)], os.environ)
+            os.waitpid(pid, 0)
+            c.close()
+        libc_exit(0)
+    elif cmd == "spawnbare":
+        # posix_spawn(3) of a program without xsock (an empty
+        # environment) that serves a socket no process claimed
+        port, n, size = int(a[0]), int(a[1]), int(a[2])
+        ls = listener(port)
+        for _ in range(n):
+            c, _ = ls.accept()
+            os.set_inheritable(c.fileno(), True)
+            pid = os.posix_spawn(sys.executable, [
+                sys.executable, __file__, "servefd", str(c.fileno()),
+                str(size)], {})
             os.waitpid(pid, 0)
             c.close()
         libc_exit(0)
