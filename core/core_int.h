@@ -557,6 +557,10 @@ bool xs_handoff_probed(int fd);
  * user). */
 void xs_handoff_init(void);
 
+/* In a forked child: the table's lock, which a thread of the parent may
+ * have held, is free. */
+void xs_handoff_fork_child(void);
+
 /**
  * xs_sock_move() - take over an RDMA connection that another process of
  *                  this family owns: it moves to its kernel TCP

@@ -426,6 +426,12 @@ bool xs_handoff_probed(int fd)
 		NULL);
 }
 
+void xs_handoff_fork_child(void)
+{
+	/* another thread of the parent may have held it, mapping */
+	pthread_mutex_init(&handoff_lock, NULL);
+}
+
 void xs_handoff_init(void)
 {
 	(void)handoff_map(true);

@@ -740,13 +740,6 @@ static int neg_server_step(struct neg_job *j)
 		return NEG_CONTINUE;
 	}
 	j->hurry_until = 0;
-	/* the client decided TCP before we looked (its image runs without
-	 * xsock: xs_sock_exec_bare()): no reply, which it would read */
-	r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
-	if (r == 1)
-		return XS_FB_UNSUPPORTED;
-	if (r == -2)
-		return XS_NEG_PEER_GONE;
 	if (xs_real.getpeername(j->fd, (struct sockaddr *)&peer, &len) < 0)
 		memset(&peer, 0, sizeof(peer));
 	/* see neg_client(): an ancestor's rdma-core state cannot serve; a
@@ -758,10 +751,14 @@ static int neg_server_step(struct neg_job *j)
 			  : neg_wait_add(j->evfd, &peer, &reply.port,
 					 &reply.token);
 	reply.rdma = j->slot >= 0;
-	if (neg_send_msg(j->fd, &reply) < 0) {
+	/* The client decided TCP before we answered (its image runs without
+	 * xsock: xs_sock_exec_bare()), so no reply, which that image would
+	 * read: looked at the last moment, after the listener's setup. */
+	r = neg_peek(j->fd, XS_TCP_FALLBACK, &m);
+	if (r == 1 || r == -2 || neg_send_msg(j->fd, &reply) < 0) {
 		if (j->slot >= 0)
 			xs_conn_destroy(neg_wait_take(j->slot));
-		return XS_NEG_PEER_GONE;
+		return r == 1 ? XS_FB_UNSUPPORTED : XS_NEG_PEER_GONE;
 	}
 	if (j->slot < 0) {
 		xs_info("neg", "no rendezvous listener (%s): tcp",
@@ -995,20 +992,38 @@ void xs_sock_exec_bare(struct xs_sock *s, int fd)
 {
 	struct xs_tcp_msg m, msg = { .type = XS_TCP_REPLY }; /* rdma 0 */
 	int role = atomic_load(&s->neg), err = errno, r;
-	unsigned int strip = 0;
+	unsigned int strip = 0, state = 0, was = 0;
+	bool found;
 
 	if ((role != XS_NEG_SERVER && role != XS_NEG_CLIENT) ||
-	    xs_sock_kind(s) != XS_KIND_PENDING ||
-	    atomic_exchange(&s->connecting, true))
+	    xs_sock_kind(s) != XS_KIND_PENDING)
 		return;
+	/* Another process that holds it took its record when it claimed it,
+	 * or recorded what it decided: that one goes on; without a record,
+	 * only where no other process can hold it (see xs_sock_closing()). */
+	found = xs_handoff_take(fd, &state, &was);
+	if ((found ? state != (unsigned int)role
+		   : s->accept_gen != xs_fork_gen ||
+			     s->accept_forks != xs_sock_forks() ||
+			     atomic_load(&s->passed)) ||
+	    atomic_exchange(&s->connecting, true)) {
+		if (found)
+			xs_handoff_put(fd, state, was);
+		errno = err;
+		return;
+	}
 	s->neg_gen = xs_fork_gen;
 	if (role == XS_NEG_SERVER) {
 		/* the hello: certain after a probe, else a client whose probe
-		 * went elsewhere (another user's listener) sends it at once */
-		r = neg_peek_wait(fd, XS_TCP_HELLO, &m,
-				  s->neg_expect ? NEG_CLOSE_HELLO_MS
-						: NEG_HURRY_MS);
-		if (r == 1 && neg_send_msg(fd, &msg) < 0)
+		 * went elsewhere (another user's listener) sends it at once;
+		 * a fallback behind it (the client gave up, or its image runs
+		 * without xsock too) wants no answer */
+		r = neg_peek_wait(
+			fd, XS_TCP_HELLO, &m,
+			s->neg_expect ? (int)xs_core_cfg()->connect_timeout_ms
+				      : NEG_HURRY_MS);
+		if (r == 1 && neg_peek(fd, XS_TCP_FALLBACK, &m) != 1 &&
+		    neg_send_msg(fd, &msg) < 0)
 			r = -2;
 		if (r == 0 && s->neg_expect)
 			xs_info("neg",
@@ -1016,13 +1031,19 @@ void xs_sock_exec_bare(struct xs_sock *s, int fd)
 				"image without xsock reads it",
 				fd);
 	} else {
-		/* the reply of a server that looked; one that did not finds
+		/* the reply of a server that looks, waited for as the
+		 * client's own negotiation waits; one that never does finds
 		 * our fallback behind the hello, and answers nothing */
-		r = neg_peek_wait(fd, XS_TCP_REPLY, &m, NEG_CLOSE_HELLO_MS);
+		r = neg_peek_wait(fd, XS_TCP_REPLY, &m,
+				  (int)xs_core_cfg()->connect_timeout_ms);
 		if (r == 0 || (r == 1 && m.rdma)) {
 			msg.type = XS_TCP_FALLBACK;
 			(void)neg_send_msg(fd, &msg);
 		}
+		/* A server that looks after the wait, before the fallback
+		 * comes, answers, and that image reads the answer: a window
+		 * of one trip of the fallback, after XSOCK_CONNECT_TIMEOUT_MS
+		 * of silence, as for a client's own negotiation. */
 		if (r == 0)
 			strip = 1u << XS_TCP_REPLY; /* for us, not that image */
 	}

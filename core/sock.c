@@ -322,6 +322,7 @@ void xs_core_atfork_child(void)
 		xs_real.close(sock_probe_evfd);
 	sock_probe_evfd = -1;
 	xs_watch_fork_child();
+	xs_handoff_fork_child();
 	pthread_mutex_unlock(&sock_linger_lock);
 	xs_neg_fork_child(); /* unlocks neg_lock */
 	pthread_mutex_unlock(&sock_neg_lock);

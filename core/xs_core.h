@@ -580,11 +580,13 @@ static inline void xs_sock_passed(struct xs_sock *s)
  *                       xsock (an exec whose environment lost LD_PRELOAD),
  *                       which would read our control messages as data
  * Decides kernel TCP with the peer first: a server's side takes the hello
- * (20 ms at most for it) and answers "rdma 0"; a client's side takes the
- * reply (as long) or sends the fallback, which a server that had not
- * looked finds behind the hello and answers nothing.
- * Context: exec and posix_spawn wrappers, before the call; blocks 20 ms
- * at most.
+ * and answers "rdma 0" (nothing, to a fallback behind it); a client's
+ * side takes the reply or sends the fallback, which a server that had not
+ * looked finds behind the hello and answers nothing. Not where another
+ * process claimed it or decided.
+ * Context: exec and posix_spawn wrappers, before the call; blocks for the
+ * peer's message, XSOCK_CONNECT_TIMEOUT_MS at most (a probe's client
+ * sends its hello at once; a server answers once it looks).
  */
 void xs_sock_exec_bare(struct xs_sock *s, int fd);
 

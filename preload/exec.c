@@ -109,9 +109,11 @@ static void exec_drop_one(struct xs_handed *h)
 	xs_sock_hand_done(h, true);
 }
 
-/* Every inheritable unclaimed socket goes to kernel TCP with its peer,
- * for an image without this library (xs_sock_exec_bare()). */
-static void exec_settle_bare(void)
+/* Every inheritable unclaimed socket (@all: every one, close-on-exec too:
+ * posix_spawn's file actions dup2 inside the child, unseen) goes to
+ * kernel TCP with its peer, for an image without this library
+ * (xs_sock_exec_bare()). */
+static void exec_settle_bare(bool all)
 {
 	struct xs_sock *s;
 	int fd = -1, fl;
@@ -120,7 +122,8 @@ static void exec_settle_bare(void)
 		if (!(s = xs_fdtab_get(fd)))
 			continue;
 		fl = xs_real.fcntl(fd, F_GETFD);
-		if (fl >= 0 && !(fl & FD_CLOEXEC) && xs_sock_negotiable(s))
+		if (fl >= 0 && (all || !(fl & FD_CLOEXEC)) &&
+		    xs_sock_negotiable(s))
 			xs_sock_exec_bare(s, fd);
 		xs_sock_put(s);
 	}
@@ -133,7 +136,7 @@ static void exec_prepare(struct exec_handed *e, char *const envp[])
 	unsigned int how = XS_HAND_EXEC | (bare ? XS_HAND_BARE : 0);
 
 	if (bare)
-		exec_settle_bare();
+		exec_settle_bare(false);
 	exec_each(e, exec_hand_one, exec_drop_one, &how);
 }
 
@@ -342,8 +345,10 @@ static void spawn_drop_one(struct xs_handed *h)
 }
 
 /* Lend every inheritable RDMA socket to the image posix_spawn() makes
- * with environment @envp (none to one without the library). */
-static void spawn_prepare(struct spawn_lent *sl, char *const envp[])
+ * with environment @envp and file actions @fa (none to one without the
+ * library). */
+static void spawn_prepare(struct spawn_lent *sl, char *const envp[],
+			  const posix_spawn_file_actions_t *fa)
 {
 	sl->own = sl->child = -1;
 	sl->e.h = NULL;
@@ -351,7 +356,7 @@ static void spawn_prepare(struct spawn_lent *sl, char *const envp[])
 	if (!exec_bare(envp ? envp : environ))
 		exec_each(&sl->e, spawn_lend_one, spawn_drop_one, sl);
 	else
-		exec_settle_bare();
+		exec_settle_bare(fa != NULL);
 }
 
 /* After posix_spawn() returned @rc (0: a child was made). */
@@ -375,7 +380,7 @@ XS_EXPORT int posix_spawn(pid_t *pid, const char *path,
 
 	if (!xs_enter())
 		return XS_CALL(posix_spawn, pid, path, fa, attr, argv, envp);
-	spawn_prepare(&sl, envp);
+	spawn_prepare(&sl, envp, fa);
 	return spawn_done(
 		&sl, XS_CALL(posix_spawn, pid, path, fa, attr, argv, envp));
 }
@@ -389,7 +394,7 @@ XS_EXPORT int posix_spawnp(pid_t *pid, const char *file,
 
 	if (!xs_enter())
 		return XS_CALL(posix_spawnp, pid, file, fa, attr, argv, envp);
-	spawn_prepare(&sl, envp);
+	spawn_prepare(&sl, envp, fa);
 	return spawn_done(
 		&sl, XS_CALL(posix_spawnp, pid, file, fa, attr, argv, envp));
 }

@@ -313,9 +313,21 @@ static void io_adopt_right(int fd)
 		xs_fdtab_insert(fd, s);
 }
 
+/* Whether @msg carries SCM_RIGHTS. */
+static bool io_has_rights(struct msghdr *msg)
+{
+	struct cmsghdr *c;
+
+	for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			return true;
+	return false;
+}
+
+/* (a datagram's other control messages cost no look at the table) */
 static void io_adopt_rights(struct msghdr *msg)
 {
-	if (xs_handoff_any())
+	if (io_has_rights(msg) && xs_handoff_any())
 		io_each_right(msg, io_adopt_right);
 }
 

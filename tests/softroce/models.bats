@@ -176,6 +176,12 @@ wait_server()
 	wait_server barecli
 	stats_blocks "$XS_RUN_DIR/barecli.stats"
 	[[ $(block barecli.stats "$io_pid") == *" rdma=0 tcp=1 "* ]]
+	# both: neither program reads a byte of ours
+	port=$((port + 1))
+	srv bareboth python3 "$MODELS" exec "$port" 1 "$SIZE" --bare
+	server_ready bareboth rdma
+	exchange bcliboth --exec-bare
+	wait_server bareboth
 }
 
 @test "programs: sed inetd-style (socat EXEC nofork): its stdin and stdout (glibc stdio) carry the connection over RDMA, every line as over kernel TCP" {

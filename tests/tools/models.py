@@ -20,9 +20,10 @@ pid of the process that did the I/O and SIZE bytes of another pattern.
                                              with the socket on fd 0 and 1
                                              (--bare: in an empty
                                              environment: without xsock)
-  models.py spawnbare PORT N SIZE            accept, posix_spawn(3) a
-                                             handler (servefd) in an empty
-                                             environment
+  models.py spawnbare PORT N SIZE            accept, posix_spawn(3) the
+                                             inetd handler in an empty
+                                             environment, the socket put
+                                             on fd 0 and 1 by file actions
   models.py inetd SIZE                       that handler (fd 0 and 1)
   models.py stdio SIZE                       the handler over stdin/stdout
                                              (for socat's EXEC)
@@ -440,15 +441,17 @@ def main():
         libc_exit(0)
     elif cmd == "spawnbare":
         # posix_spawn(3) of a program without xsock (an empty
-        # environment) that serves a socket no process claimed
+        # environment) that serves a socket no process claimed, put on
+        # its fd 0 and 1 by file actions (the socket is close-on-exec)
         port, n, size = int(a[0]), int(a[1]), int(a[2])
         ls = listener(port)
         for _ in range(n):
             c, _ = ls.accept()
-            os.set_inheritable(c.fileno(), True)
-            pid = os.posix_spawn(sys.executable, [
-                sys.executable, __file__, "servefd", str(c.fileno()),
-                str(size)], {})
+            pid = os.posix_spawn(
+                sys.executable, [sys.executable, __file__, "inetd",
+                                 str(size)], {},
+                file_actions=[(os.POSIX_SPAWN_DUP2, c.fileno(), 0),
+                              (os.POSIX_SPAWN_DUP2, c.fileno(), 1)])
             os.waitpid(pid, 0)
             c.close()
         libc_exit(0)
