@@ -946,6 +946,14 @@ static bool neg_close_unshared(int fd, int role, unsigned int strip_next)
 	return true;
 }
 
+/* Whether another process may hold @s: one forked since its accept or
+ * connect, or one it went to with SCM_RIGHTS or an exec. */
+static bool neg_maybe_shared(struct xs_sock *s)
+{
+	return s->accept_gen != xs_fork_gen ||
+	       s->accept_forks != xs_sock_forks() || atomic_load(&s->passed);
+}
+
 void xs_sock_closing(struct xs_sock *s, int fd)
 {
 	int fl, err = errno, role = atomic_load(&s->neg);
@@ -958,8 +966,7 @@ void xs_sock_closing(struct xs_sock *s, int fd)
 
 	if ((role != XS_NEG_SERVER && role != XS_NEG_CLIENT) ||
 	    xs_sock_kind(s) != XS_KIND_PENDING || xs_sock_connecting(s) ||
-	    xs_fdtab_held(s) || s->accept_gen != xs_fork_gen ||
-	    s->accept_forks != xs_sock_forks() || atomic_load(&s->passed))
+	    xs_fdtab_held(s) || neg_maybe_shared(s))
 		return;
 	fl = xs_real.fcntl(fd, F_GETFD);
 	if (fl < 0 ||
@@ -1000,12 +1007,9 @@ void xs_sock_exec_bare(struct xs_sock *s, int fd)
 		return;
 	/* Another process that holds it took its record when it claimed it,
 	 * or recorded what it decided: that one goes on; without a record,
-	 * only where no other process can hold it (see xs_sock_closing()). */
+	 * only where no other process can hold it (neg_maybe_shared()). */
 	found = xs_handoff_take(fd, &state, &was);
-	if ((found ? state != (unsigned int)role
-		   : s->accept_gen != xs_fork_gen ||
-			     s->accept_forks != xs_sock_forks() ||
-			     atomic_load(&s->passed)) ||
+	if ((found ? state != (unsigned int)role : neg_maybe_shared(s)) ||
 	    atomic_exchange(&s->connecting, true)) {
 		if (found)
 			xs_handoff_put(fd, state, was);
