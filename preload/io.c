@@ -95,8 +95,8 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		ms = nb ? 0 : atomic_load(&s->rcvtimeo_ms);
 		if (xs_sock_claim(s, fd) && send)
 			rc = xs_sock_send_wait(s, nb);
-		else
-			rc = xs_sock_connect_wait(s, ms ? ms : -1);
+		else /* non-blocking: no wait at all (EAGAIN) */
+			rc = xs_sock_connect_wait(s, nb ? 0 : ms ? ms : -1);
 		if (rc == 0 && xs_sock_kind(s) == XS_KIND_RDMA)
 			return s; /* the stream's, closed or not (as a file) */
 		if (rc == 0 && !io_still(fd, s))
