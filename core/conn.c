@@ -101,6 +101,10 @@ static int conn_next_event(struct rdma_event_channel *ch, int64_t deadline_ms,
 	}
 }
 
+/* The CM's reason in the REJ that answers a request for a port nobody
+ * listens on (IB_CM_REJ_INVALID_SERVICE_ID), in the event's status. */
+#define CONN_REJ_NO_LISTENER 8
+
 /* The connect(2)-style errno for an unexpected CM event. */
 static int conn_event_errno(enum rdma_cm_event_type type)
 {
@@ -138,6 +142,13 @@ static int conn_expect(struct rdma_event_channel *ch,
 	    xs_wire_reject_is_busy((*ev)->param.conn.private_data,
 				   (*ev)->param.conn.private_data_len))
 		rc = -ENOBUFS;
+	/* The negotiation the token was for ended on the server's side,
+	 * or its process is gone (the CM's reason 8: no listener there). */
+	if ((*ev)->event == RDMA_CM_EVENT_REJECTED &&
+	    (xs_wire_reject_is_ended((*ev)->param.conn.private_data,
+				     (*ev)->param.conn.private_data_len) ||
+	     (*ev)->status == CONN_REJ_NO_LISTENER))
+		rc = -ESTALE;
 	xs_dbg("conn", "expected %s, got %s (status %d)", rdma_event_str(want),
 	       rdma_event_str((*ev)->event), (*ev)->status);
 	rdma_ack_cm_event(*ev);
@@ -588,7 +599,7 @@ static int conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int64_t deadline)
 				    ev->param.conn.private_data_len)) {
 		rc = 0;
 	} else if (ev->event == RDMA_CM_EVENT_REJECTED) {
-		/* ev->status: the CM's reason (8: no listener there) */
+		/* ev->status: the CM's reason (CONN_REJ_NO_LISTENER) */
 		xs_dbg("conn", "probe rejected, reason %d", ev->status);
 		rc = -ECONNREFUSED;
 	} else {
@@ -775,11 +786,15 @@ static void listener_request(struct xs_listener *l, struct rdma_cm_event *ev)
 	if (l->nr_pending + l->nr_ready >= l->backlog)
 		goto out_reject;
 	if (l->prepared &&
-	    l->prepared(peer.conn_id, rdma_get_peer_addr(cid), &c)) {
+	    (rc = l->prepared(peer.conn_id, rdma_get_peer_addr(cid), &c))) {
 		l->nr_rejected++;
 		xs_info("conn", "rejected a request that no negotiation here "
 				"awaits from that host");
-		rdma_reject(cid, NULL, 0);
+		/* none awaits the token at all: the client need not tell
+		 * our side of the stream that it falls back */
+		xs_wire_reject_ended_encode(busy);
+		rdma_reject(cid, rc == -ENOENT ? busy : NULL,
+			    rc == -ENOENT ? sizeof(busy) : 0);
 		rdma_destroy_id(cid);
 		return;
 	}

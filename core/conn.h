@@ -15,6 +15,11 @@
  * can fall back to kernel TCP with a reason:
  *   -ENODEV        no RDMA device serves the address (loopback, no route)
  *   -ECONNREFUSED  the peer rejected (no rdma_cm listener: not xsock)
+ *   -ENOBUFS       an xsock server out of resources rejected ("busy")
+ *   -ESTALE        a rendezvous listener awaits no negotiation of the
+ *                  token ("ended"), or none listens on its port any more:
+ *                  the server's side of that negotiation is over (its
+ *                  socket closed, its process gone)
  *   -ETIMEDOUT     resolution or handshake took longer than the timeout
  *   -EHOSTUNREACH  RDMA_CM_EVENT_UNREACHABLE / ADDR_ERROR
  *   -EPROTO        the peer's hello failed validation

@@ -114,38 +114,53 @@ int xs_wire_hello_decode(const void *buf, size_t len, struct xs_hello *h)
 	return 0;
 }
 
-void xs_wire_reject_busy_encode(void *buf)
+/* The 8 bytes of a reject of @kind (1 busy, 2 xsock, 3 ended). */
+static void wire_reject_encode(void *buf, uint8_t kind)
 {
 	uint8_t *p = buf;
 
 	put32(p, XS_WIRE_MAGIC);
 	p[4] = XS_WIRE_VERSION;
-	p[5] = 1;
+	p[5] = kind;
 	p[6] = p[7] = 0;
+}
+
+static bool wire_reject_is(const void *buf, size_t len, uint8_t kind)
+{
+	const uint8_t *p = buf;
+
+	return p && len >= XS_WIRE_REJECT_LEN && get32(p) == XS_WIRE_MAGIC &&
+	       p[4] == XS_WIRE_VERSION && p[5] == kind;
+}
+
+void xs_wire_reject_busy_encode(void *buf)
+{
+	wire_reject_encode(buf, 1);
 }
 
 bool xs_wire_reject_is_busy(const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
-
-	return p && len >= XS_WIRE_REJECT_LEN && get32(p) == XS_WIRE_MAGIC &&
-	       p[4] == XS_WIRE_VERSION && p[5] == 1;
+	return wire_reject_is(buf, len, 1);
 }
 
 void xs_wire_reject_xsock_encode(void *buf)
 {
-	uint8_t *p = buf;
-
-	xs_wire_reject_busy_encode(p);
-	p[5] = 2;
+	wire_reject_encode(buf, 2);
 }
 
 bool xs_wire_reject_is_xsock(const void *buf, size_t len)
 {
-	const uint8_t *p = buf;
+	return wire_reject_is(buf, len, 2);
+}
 
-	return p && len >= XS_WIRE_REJECT_LEN && get32(p) == XS_WIRE_MAGIC &&
-	       p[4] == XS_WIRE_VERSION && p[5] == 2;
+void xs_wire_reject_ended_encode(void *buf)
+{
+	wire_reject_encode(buf, 3);
+}
+
+bool xs_wire_reject_is_ended(const void *buf, size_t len)
+{
+	return wire_reject_is(buf, len, 3);
 }
 
 size_t xs_wire_tcp_encode(const struct xs_tcp_msg *m, void *buf)

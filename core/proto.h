@@ -226,6 +226,16 @@ void xs_wire_reject_xsock_encode(void *buf);
 bool xs_wire_reject_is_xsock(const void *buf, size_t len);
 
 /*
+ * Reject private data of a rendezvous listener whose process awaits no
+ * negotiation of the request's token (core/neg.c): u8 3 ("ended") in
+ * place of "busy". The server's side of that connection decided kernel
+ * TCP, or closed its socket, so nothing there waits for the client's
+ * fallback.
+ */
+void xs_wire_reject_ended_encode(void *buf);
+bool xs_wire_reject_is_ended(const void *buf, size_t len);
+
+/*
  * Control messages on a connection's own kernel TCP stream (core/neg.c).
  * Once both ends know the other runs xsock, each direction of the TCP
  * stream starts with control messages before any application byte. Fixed

@@ -112,6 +112,34 @@ ac_rounds()
 	[[ $(stat aci accepts) == 0 && $(stat acic connects) == 0 ]]
 }
 
+@test "sock: a server that looks at a connection, then closes it or dies, before its client's first call: that client's first send succeeds, as over kernel TCP" {
+	# the server's look (a non-blocking recv: EAGAIN at once) answers the
+	# client's hello; the client connects its QP only at its first call,
+	# after the server's side ended, and is refused: a fallback sent then
+	# to the closed socket drew the RST that made the application's first
+	# send fail with EPIPE (openssl s_client against an s_server whose
+	# stdin was at its end)
+	local ac=tests/tools/acceptclose.py end round cenv want
+	for end in kill close; do
+		want=$([[ $end == kill ]] && echo 137 || echo 0) # SIGKILL: 128 + 9
+		for round in kernel 1 2; do
+			remote_bg "al$end$round" env LD_PRELOAD="$PWD/$LIB" \
+				python3 "$ac" "looked-$end" "$XS_ADDR_A" "$port"
+			server_ready "al$end$round" rdma
+			cenv=()
+			[[ $round == kernel ]] || cenv=($(xsenv "al$end"))
+			run --separate-stderr timeout 30 env "${cenv[@]}" python3 "$ac" client-late "$XS_ADDR_A" "$port"
+			echo "$end $round: $output $stderr"
+			[[ "$output" == "send=1 recv=0 send=EPIPE" ]]
+			run "$XS_REMOTE" --wait "al$end$round" --timeout 30
+			((status == want))
+			port=$((port + 1))
+		done
+		cat "$XS_RUN_DIR/al$end.stats"
+		[[ $(stat "al$end" connects) == 0 && $(stat "al$end" tcp) == 1 ]]
+	done
+}
+
 @test "sock: a server that writes on a fresh non-blocking socket and closes at once: its client reads the line, then EOF, as over kernel TCP" {
 	# the transport is still being decided when the server sends: the
 	# send waits for it, as a connected kernel socket takes it at once

@@ -6,8 +6,22 @@ health check's target, a server at its limit), and its client.
   acceptclose.py serve-inheritable HOST PORT N
                                      the same, each without FD_CLOEXEC (as a
                                      C server's accept() makes it)
+  acceptclose.py looked-kill HOST PORT
+                                     accept one connection, make it
+                                     non-blocking, look at it once (a recv
+                                     that finds nothing), wait 0.3 s and
+                                     die of SIGKILL
+  acceptclose.py looked-close HOST PORT
+                                     the same, but close the connection
+                                     and go on for 3 s before the exit
   acceptclose.py client HOST PORT    connect, wait for the close, then print
                                      what recv and send answer
+  acceptclose.py client-late HOST PORT
+                                     connect, make no call on the socket
+                                     for 1 s (the server looks and closes
+                                     meanwhile), then print what send,
+                                     0.3 s later recv, then send again
+                                     answer
   acceptclose.py greet HOST PORT N   accept N connections, send a greeting
                                      (the connection is in use), wait until
                                      the client's data is there, close it
@@ -29,8 +43,10 @@ health check's target, a server at its limit), and its client.
 
 The client prints one line: "recv=R send=S", R and S a count or an errno
 name; over kernel TCP, "recv=0 send=1" (a FIN, then the first send is
-taken and answered with an RST), and for client-send "recv=ECONNRESET
-send=EPIPE" (tcp_close() sends RST for data it never read); client-read
+taken and answered with an RST), for client-late "send=1 recv=0
+send=EPIPE" (the FIN reads first, then that RST, in CLOSE_WAIT, leaves
+EPIPE: tcp_reset()), and for client-send "recv=ECONNRESET send=EPIPE"
+(tcp_close() sends RST for data it never read); client-read
 prints "got=B end=R", B the bytes read and R what the last recv answered:
 over kernel TCP the whole line, then 0. client-flood prints "sends=A,..."
 with "part" for a call that sent less than asked and errno names for the
@@ -39,7 +55,9 @@ failures: over kernel TCP against greet, "sends=part,ECONNRESET,EPIPE"
 tcp_sendmsg(); no SIGPIPE for it).
 """
 import errno
+import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -82,6 +100,20 @@ def main():
             select.select([c], [], [], 10)
             time.sleep(0.2)  # all 1000 bytes in
             c.close()
+        return 0
+    if cmd in ("looked-kill", "looked-close"):
+        ls = listener(host, port)
+        c, _ = ls.accept()
+        c.setblocking(False)
+        try:
+            c.recv(16)
+        except BlockingIOError:
+            pass
+        time.sleep(0.3)
+        if cmd == "looked-kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        c.close()
+        time.sleep(3)
         return 0
     if cmd == "deny":
         ls = listener(host, port)
@@ -130,6 +162,14 @@ def main():
             got += s.recv(3 - len(got))
         s.sendall(b"x" * 1000)
         time.sleep(1)
+    if cmd == "client-late":
+        time.sleep(1)
+        w = res(lambda: s.send(b"x"))
+        time.sleep(0.3)
+        r = res(lambda: len(s.recv(16)))
+        w2 = res(lambda: s.send(b"x"))
+        print(f"send={w} recv={r} send={w2}")
+        return 0
     s.settimeout(10)
     r = res(lambda: len(s.recv(16)))
     w = res(lambda: s.send(b"x"))

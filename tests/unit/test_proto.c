@@ -333,6 +333,25 @@ XT_TEST(xsock_reject_is_not_busy)
 	XT_ASSERT(!xs_wire_reject_is_xsock(buf, sizeof(buf)));
 }
 
+XT_TEST(ended_reject_is_neither_busy_nor_xsock)
+{
+	uint8_t buf[XS_WIRE_REJECT_LEN] = { 0 };
+
+	XT_ASSERT(!xs_wire_reject_is_ended(NULL, 0));
+	XT_ASSERT(!xs_wire_reject_is_ended(buf, sizeof(buf))); /* zeros */
+	xs_wire_reject_ended_encode(buf);
+	XT_ASSERT(xs_wire_reject_is_ended(buf, sizeof(buf)));
+	XT_ASSERT(!xs_wire_reject_is_ended(buf, sizeof(buf) - 1));
+	XT_ASSERT(!xs_wire_reject_is_busy(buf, sizeof(buf)));
+	XT_ASSERT(!xs_wire_reject_is_xsock(buf, sizeof(buf)));
+	buf[4]++; /* another version */
+	XT_ASSERT(!xs_wire_reject_is_ended(buf, sizeof(buf)));
+	xs_wire_reject_busy_encode(buf);
+	XT_ASSERT(!xs_wire_reject_is_ended(buf, sizeof(buf)));
+	xs_wire_reject_xsock_encode(buf);
+	XT_ASSERT(!xs_wire_reject_is_ended(buf, sizeof(buf)));
+}
+
 /* The control messages on the kernel TCP connection (core/neg.c). */
 XT_TEST(tcp_msg_round_trips)
 {
