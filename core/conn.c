@@ -101,10 +101,6 @@ static int conn_next_event(struct rdma_event_channel *ch, int64_t deadline_ms,
 	}
 }
 
-/* The CM's reason in the REJ that answers a request for a port nobody
- * listens on (IB_CM_REJ_INVALID_SERVICE_ID), in the event's status. */
-#define CONN_REJ_NO_LISTENER 8
-
 /* The connect(2)-style errno for an unexpected CM event. */
 static int conn_event_errno(enum rdma_cm_event_type type)
 {
@@ -142,12 +138,10 @@ static int conn_expect(struct rdma_event_channel *ch,
 	    xs_wire_reject_is_busy((*ev)->param.conn.private_data,
 				   (*ev)->param.conn.private_data_len))
 		rc = -ENOBUFS;
-	/* The negotiation the token was for ended on the server's side,
-	 * or its process is gone (the CM's reason 8: no listener there). */
+	/* The negotiation the token was for ended on the server's side. */
 	if ((*ev)->event == RDMA_CM_EVENT_REJECTED &&
-	    (xs_wire_reject_is_ended((*ev)->param.conn.private_data,
-				     (*ev)->param.conn.private_data_len) ||
-	     (*ev)->status == CONN_REJ_NO_LISTENER))
+	    xs_wire_reject_is_ended((*ev)->param.conn.private_data,
+				    (*ev)->param.conn.private_data_len))
 		rc = -ESTALE;
 	xs_dbg("conn", "expected %s, got %s (status %d)", rdma_event_str(want),
 	       rdma_event_str((*ev)->event), (*ev)->status);
@@ -599,7 +593,7 @@ static int conn_probe_on(struct xs_conn *c, uint16_t tcp_port, int64_t deadline)
 				    ev->param.conn.private_data_len)) {
 		rc = 0;
 	} else if (ev->event == RDMA_CM_EVENT_REJECTED) {
-		/* ev->status: the CM's reason (CONN_REJ_NO_LISTENER) */
+		/* ev->status: the CM's reason (8: no listener there) */
 		xs_dbg("conn", "probe rejected, reason %d", ev->status);
 		rc = -ECONNREFUSED;
 	} else {

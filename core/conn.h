@@ -17,9 +17,8 @@
  *   -ECONNREFUSED  the peer rejected (no rdma_cm listener: not xsock)
  *   -ENOBUFS       an xsock server out of resources rejected ("busy")
  *   -ESTALE        a rendezvous listener awaits no negotiation of the
- *                  token ("ended"), or none listens on its port any more:
- *                  the server's side of that negotiation is over (its
- *                  socket closed, its process gone)
+ *                  token ("ended"): the server's side of that negotiation
+ *                  is over (its socket closed, or it decided TCP)
  *   -ETIMEDOUT     resolution or handshake took longer than the timeout
  *   -EHOSTUNREACH  RDMA_CM_EVENT_UNREACHABLE / ADDR_ERROR
  *   -EPROTO        the peer's hello failed validation

@@ -675,11 +675,15 @@ static int neg_client_steps(struct neg_job *j, struct xs_conn **pre)
 	}
 	xs_info("neg", "rendezvous connect failed (%s): tcp", strerror(-rc));
 	/* No fallback where the server's side is over (its negotiation
-	 * ended, its process gone: -ESTALE) and its end of the stream is
-	 * closed: sent to a closed socket, it would draw the reset that,
-	 * over kernel TCP, only the application's first send draws, after
-	 * that send succeeded. */
-	if (rc != -ESTALE || neg_peek(j->fd, 0, &m) != -2)
+	 * ended: -ESTALE; its rendezvous listener gone with its process:
+	 * -ECONNREFUSED) and its end of the stream is closed: sent to a
+	 * closed socket, it would draw the reset that, over kernel TCP,
+	 * only the application's first send draws, after that send
+	 * succeeded. A server's side that still waits (one that refused a
+	 * token from another host and shut its socket down for writing)
+	 * ends at the client's first bytes or its end, as without one. */
+	if ((rc != -ESTALE && rc != -ECONNREFUSED) ||
+	    neg_peek(j->fd, 0, &m) != -2)
 		(void)neg_send_msg(j->fd, &fb);
 	return xs_sock_connect_reason(rc);
 }
