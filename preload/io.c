@@ -92,7 +92,7 @@ static inline struct xs_sock *io_rdma_how(int fd, bool send, int flags)
 		 * blocking read waits for the transport no longer than
 		 * SO_RCVTIMEO lets it wait for bytes (EAGAIN then) */
 		nb = atomic_load(&s->nonblock) || (flags & MSG_DONTWAIT);
-		ms = nb ? 0 : atomic_load(&s->rcvtimeo_ms);
+		ms = atomic_load(&s->rcvtimeo_ms);
 		if (xs_sock_claim(s, fd) && send)
 			rc = xs_sock_send_wait(s, nb);
 		else /* non-blocking: no wait at all (EAGAIN) */
